@@ -1,0 +1,1 @@
+"""kraft: a KRaft-style, Kafka-wire-compatible replicated commit-log broker."""

@@ -1,0 +1,136 @@
+"""Requests and responses as they cross the wire: header + body inside one frame.
+
+Header versions follow Kafka: a request uses header v2 when its API version is flexible and
+v1 otherwise (v0 only for ControlledShutdown v0); a response uses header v1 when flexible and
+v0 otherwise — except ApiVersions, whose response header is always v0 so that a client that
+does not yet know the broker's versions can read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kraft.protocol import codec
+from kraft.protocol.error_codes import ErrorCode
+from kraft.protocol.errors import MalformedMessage, UnknownApiKey, UnsupportedVersion
+from kraft.protocol.framing import frame
+from kraft.protocol.primitives import Reader
+from kraft.protocol.tables import TABLE
+
+API_NAMES: dict[int, str] = {key: name for name, key in TABLE.apis.items()}
+API_KEYS: dict[str, int] = dict(TABLE.apis)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    header: RequestHeader
+    api: str  # "Produce", "Fetch", ...
+    body: dict
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+def request_header_version(api: str, version: int) -> int:
+    if api == "ControlledShutdown" and version == 0:
+        return 0
+    return 2 if codec.is_flexible(api, "request", version) else 1
+
+
+def response_header_version(api: str, version: int) -> int:
+    if api == "ApiVersions":
+        return 0
+    return 1 if codec.is_flexible(api, "response", version) else 0
+
+
+def peek_header(payload) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id): the part of every request header that no
+    version changes, readable even when the rest cannot be parsed."""
+    r = Reader(payload)
+    return r.int16(), r.int16(), r.int32()
+
+
+def decode_request(payload, supported=None) -> Request:
+    """Parse a request frame's payload.
+
+    ``supported`` optionally maps api key -> Versions the node serves (narrower than the
+    table); a version outside it raises UnsupportedVersion carrying the correlation id.
+    Raises UnknownApiKey, UnsupportedVersion or MalformedMessage.
+    """
+    api_key, api_version, correlation_id = peek_header(payload)
+    api = API_NAMES.get(api_key)
+    if api is None:
+        raise UnknownApiKey(f"unknown api key {api_key}")
+    versions = codec.versions_of(api) if supported is None else supported.get(api_key)
+    if versions is None or api_version not in versions or api_version not in codec.versions_of(api):
+        raise UnsupportedVersion(
+            f"{api} v{api_version} is not supported (supported: {versions})",
+            api_key=api_key, api_version=api_version, correlation_id=correlation_id,
+        )
+    header_version = request_header_version(api, api_version)
+    header, pos = codec.decode_prefix("RequestHeader", "header", header_version, payload)
+    # Trailing bytes after a request body are ignored, as Kafka's broker ignores them: real
+    # clients send them (librdkafka's all-topics Metadata v9+ request leaves three bytes of
+    # its 4-byte array-count placeholder behind the body).
+    body = codec.decode(api, "request", api_version, memoryview(payload)[pos:], allow_trailing=True)
+    return Request(
+        RequestHeader(api_key, api_version, correlation_id, header["client_id"]), api, body
+    )
+
+
+def encode_request(api: str, version: int, correlation_id: int, body: dict,
+                   client_id: str | None = "kraft") -> bytes:
+    """A whole framed request."""
+    out = bytearray()
+    header = {
+        "request_api_key": API_KEYS[api],
+        "request_api_version": version,
+        "correlation_id": correlation_id,
+        "client_id": client_id,
+    }
+    codec.encode_into(out, "RequestHeader", "header", request_header_version(api, version), header)
+    codec.encode_into(out, api, "request", version, body)
+    return frame(out)
+
+
+def encode_response(api: str, version: int, correlation_id: int, body: dict) -> bytes:
+    """A whole framed response."""
+    out = bytearray()
+    codec.encode_into(out, "ResponseHeader", "header", response_header_version(api, version),
+                      {"correlation_id": correlation_id})
+    codec.encode_into(out, api, "response", version, body)
+    return frame(out)
+
+
+def decode_response(api: str, version: int, payload) -> tuple[int, dict]:
+    """(correlation_id, body) of a response frame's payload."""
+    header, pos = codec.decode_prefix("ResponseHeader", "header",
+                                      response_header_version(api, version), payload)
+    body = codec.decode(api, "response", version, memoryview(payload)[pos:])
+    return header["correlation_id"], body
+
+
+def unsupported_api_versions_response(api_versions_max: int) -> dict:
+    """The v0 ApiVersions answer to a version this node does not speak (KIP-511): error 35
+    and the ApiVersions range, so the client can retry at a version both sides know."""
+    return {
+        "error_code": ErrorCode.UNSUPPORTED_VERSION,
+        "api_keys": [{"api_key": API_KEYS["ApiVersions"], "min_version": 0,
+                      "max_version": api_versions_max}],
+    }
+
+
+__all__ = [
+    "API_KEYS", "API_NAMES", "MalformedMessage", "Request", "RequestHeader",
+    "decode_request", "decode_response", "encode_request", "encode_response", "peek_header",
+    "request_header_version", "response_header_version", "unsupported_api_versions_response",
+]
