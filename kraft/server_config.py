@@ -1,0 +1,316 @@
+"""A node's configuration: Kafka's ``server.properties`` keys, typed and validated.
+
+Every key kraft understands is declared once in ``KEYS`` with its type and default (Kafka's
+defaults unless noted).  Keys Kafka accepts but kraft has no use for (thread counts, socket
+buffers) are listed in ``ACCEPTED_AND_IGNORED`` so Kafka's own sample files load unchanged;
+any other key is an error that names it — a typo must not silently become a default.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kraft.properties import read_properties
+
+
+class ConfigError(ValueError):
+    """A missing, unknown or invalid configuration key; the message names the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    name: str
+    type: str  # int | bool | string | list | password | double
+    default: Any = None
+    required: bool = False
+    validate: Callable[[Any], str | None] | None = None  # returns an error text or None
+
+
+def _at_least(n):
+    return lambda v: None if v >= n else f"must be at least {n}"
+
+
+_K = ConfigKey
+KEYS: dict[str, ConfigKey] = {k.name: k for k in [
+    _K("node.id", "int", required=True, validate=_at_least(0)),
+    _K("process.roles", "list", required=True),
+    _K("controller.quorum.voters", "list", []),
+    _K("controller.quorum.bootstrap.servers", "list", []),
+    _K("controller.listener.names", "list", []),
+    _K("listeners", "list", ["PLAINTEXT://:9092"]),
+    _K("advertised.listeners", "list", []),
+    _K("inter.broker.listener.name", "string", None),
+    _K("listener.security.protocol.map", "list",
+       ["CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "SASL_SSL:SASL_SSL"]),
+    _K("log.dirs", "list", []),
+    _K("log.dir", "string", "/tmp/kraft-logs"),
+    _K("metadata.log.dir", "string", None),
+    _K("broker.rack", "string", None),
+    # Topic defaults
+    _K("num.partitions", "int", 1, validate=_at_least(1)),
+    _K("default.replication.factor", "int", 1, validate=_at_least(1)),
+    _K("min.insync.replicas", "int", 1, validate=_at_least(1)),
+    _K("auto.create.topics.enable", "bool", True),
+    _K("delete.topic.enable", "bool", True),
+    _K("unclean.leader.election.enable", "bool", False),
+    _K("message.max.bytes", "int", 1048588, validate=_at_least(0)),
+    _K("compression.type", "string", "producer"),
+    # Log
+    _K("log.segment.bytes", "int", 1073741824, validate=_at_least(14)),
+    _K("log.roll.ms", "int", None),
+    _K("log.roll.hours", "int", 168, validate=_at_least(1)),
+    _K("log.retention.ms", "int", None),
+    _K("log.retention.minutes", "int", None),
+    _K("log.retention.hours", "int", 168),
+    _K("log.retention.bytes", "int", -1),
+    _K("log.retention.check.interval.ms", "int", 300000, validate=_at_least(1)),
+    _K("log.index.interval.bytes", "int", 4096, validate=_at_least(0)),
+    _K("log.index.size.max.bytes", "int", 10485760, validate=_at_least(4)),
+    _K("log.flush.interval.messages", "int", 2**63 - 1, validate=_at_least(1)),
+    _K("log.flush.interval.ms", "int", None),
+    _K("log.cleanup.policy", "list", ["delete"]),
+    _K("log.cleaner.enable", "bool", True),
+    # Replication
+    _K("replica.lag.time.max.ms", "int", 30000, validate=_at_least(1)),
+    _K("replica.fetch.max.bytes", "int", 1048576, validate=_at_least(0)),
+    _K("replica.fetch.response.max.bytes", "int", 10485760, validate=_at_least(0)),
+    _K("replica.fetch.wait.max.ms", "int", 500, validate=_at_least(0)),
+    _K("replica.fetch.backoff.ms", "int", 1000, validate=_at_least(0)),
+    _K("replica.high.watermark.checkpoint.interval.ms", "int", 5000, validate=_at_least(1)),
+    _K("request.timeout.ms", "int", 30000),
+    _K("socket.request.max.bytes", "int", 104857600, validate=_at_least(1)),
+    # Groups and offsets
+    _K("offsets.topic.num.partitions", "int", 50, validate=_at_least(1)),
+    _K("offsets.topic.replication.factor", "int", 3, validate=_at_least(1)),
+    _K("offsets.retention.minutes", "int", 10080, validate=_at_least(1)),
+    _K("group.initial.rebalance.delay.ms", "int", 3000, validate=_at_least(0)),
+    _K("group.min.session.timeout.ms", "int", 6000),
+    _K("group.max.session.timeout.ms", "int", 1800000),
+    # KRaft quorum and broker lifecycle
+    _K("controller.quorum.election.timeout.ms", "int", 1000, validate=_at_least(1)),
+    _K("controller.quorum.fetch.timeout.ms", "int", 2000, validate=_at_least(1)),
+    _K("controller.quorum.election.backoff.max.ms", "int", 1000, validate=_at_least(1)),
+    _K("controller.quorum.request.timeout.ms", "int", 2000, validate=_at_least(1)),
+    _K("controller.quorum.append.linger.ms", "int", 25, validate=_at_least(0)),
+    _K("broker.heartbeat.interval.ms", "int", 2000, validate=_at_least(1)),
+    _K("broker.session.timeout.ms", "int", 9000, validate=_at_least(1)),
+    _K("metadata.max.idle.interval.ms", "int", 500, validate=_at_least(0)),
+    _K("metadata.log.max.record.bytes.between.snapshots", "int", 20971520, validate=_at_least(1)),
+    _K("metadata.log.max.snapshot.interval.ms", "int", 3600000, validate=_at_least(0)),
+    _K("metadata.log.segment.bytes", "int", 1073741824, validate=_at_least(14)),
+    # kraft's own keys
+    _K("controller.quorum.engine", "string", "kraft",
+       validate=lambda v: None if v in ("kraft", "pysyncobj") else "must be kraft or pysyncobj"),
+    _K("controller.quorum.pysyncobj.password", "password", None),
+    _K("kraft.unsafe.ack.before.replication", "bool", False),
+    _K("kraft.unsafe.skip.truncation", "bool", False),
+]}
+
+# Keys of Kafka's sample server.properties (and common tuning keys) that kraft accepts and
+# ignores: they tune JVM threads and buffers that have no counterpart here.
+ACCEPTED_AND_IGNORED = frozenset({
+    "num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
+    "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
+    "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
+    "num.replica.fetchers", "queued.max.requests", "background.threads",
+    "group.coordinator.rebalance.protocols", "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr", "log.preallocate", "controller.socket.timeout.ms",
+})
+
+
+def _convert(key: ConfigKey, raw: str) -> Any:
+    text = raw.strip()
+    if key.type == "int":
+        try:
+            return int(text)
+        except ValueError:
+            raise ConfigError(f"{key.name}: {raw!r} is not an integer") from None
+    if key.type == "double":
+        try:
+            return float(text)
+        except ValueError:
+            raise ConfigError(f"{key.name}: {raw!r} is not a number") from None
+    if key.type == "bool":
+        if text.lower() not in ("true", "false"):
+            raise ConfigError(f"{key.name}: {raw!r} is not true or false")
+        return text.lower() == "true"
+    if key.type == "list":
+        return [item.strip() for item in text.split(",") if item.strip()]
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    listener: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.listener}://{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Voter:
+    node_id: int
+    host: str
+    port: int
+
+
+def parse_endpoint(text: str, key: str) -> Endpoint:
+    m = re.fullmatch(r"([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/]*):(\d+)", text)
+    if not m:
+        raise ConfigError(f"{key}: {text!r} is not of the form NAME://host:port")
+    port = int(m.group(3))
+    if port > 65535:
+        raise ConfigError(f"{key}: port {port} in {text!r} is out of range")
+    return Endpoint(m.group(1).upper(), m.group(2).strip("[]"), port)
+
+
+def parse_voter(text: str) -> Voter:
+    m = re.fullmatch(r"(\d+)@(\[[^\]]*\]|[^:@]+):(\d+)", text)
+    if not m or int(m.group(3)) > 65535:
+        raise ConfigError(f"controller.quorum.voters: {text!r} is not of the form id@host:port")
+    return Voter(int(m.group(1)), m.group(2).strip("[]"), int(m.group(3)))
+
+
+class ServerConfig:
+    """Validated, typed configuration of one node."""
+
+    def __init__(self, values: dict[str, Any], originals: dict[str, str]):
+        self._values = values
+        self.originals = originals
+        self.roles = frozenset(values["process.roles"])
+        self.node_id: int = values["node.id"]
+        self.voters: tuple[Voter, ...] = tuple(parse_voter(v) for v in values["controller.quorum.voters"])
+        self.listeners: tuple[Endpoint, ...] = tuple(parse_endpoint(e, "listeners") for e in values["listeners"])
+        self.advertised_listeners: tuple[Endpoint, ...] = tuple(
+            parse_endpoint(e, "advertised.listeners") for e in values["advertised.listeners"]
+        ) or self.listeners
+        self.log_dirs: tuple[str, ...] = tuple(values["log.dirs"]) or (values["log.dir"],)
+        self.metadata_log_dir: str = values["metadata.log.dir"] or self.log_dirs[0]
+        self._validate()
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
+
+    @property
+    def controller_listener_names(self) -> tuple[str, ...]:
+        return tuple(n.upper() for n in self._values["controller.listener.names"])
+
+    def listener(self, name: str) -> Endpoint | None:
+        return next((e for e in self.listeners if e.listener == name), None)
+
+    @property
+    def broker_listeners(self) -> tuple[Endpoint, ...]:
+        return tuple(e for e in self.listeners if e.listener not in self.controller_listener_names)
+
+    @property
+    def retention_ms(self) -> int:
+        v = self._values
+        if v["log.retention.ms"] is not None:
+            return v["log.retention.ms"]
+        if v["log.retention.minutes"] is not None:
+            return v["log.retention.minutes"] * 60_000
+        return v["log.retention.hours"] * 3_600_000
+
+    @property
+    def segment_ms(self) -> int:
+        v = self._values
+        return v["log.roll.ms"] if v["log.roll.ms"] is not None else v["log.roll.hours"] * 3_600_000
+
+    def _validate(self) -> None:
+        unknown_roles = self.roles - {"broker", "controller"}
+        if unknown_roles or not self.roles:
+            raise ConfigError(f"process.roles: {sorted(self._values['process.roles'])} must be "
+                              "broker, controller, or both")
+        names = [e.listener for e in self.listeners]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"listeners: listener names must be unique, got {names}")
+        protocols = {}
+        for item in self._values["listener.security.protocol.map"]:
+            name, sep, proto = item.partition(":")
+            if not sep:
+                raise ConfigError(f"listener.security.protocol.map: {item!r} is not NAME:PROTOCOL")
+            protocols[name.upper()] = proto.upper()
+        for e in self.listeners + self.advertised_listeners:
+            proto = protocols.get(e.listener)
+            if proto is None:
+                raise ConfigError(f"listeners: {e.listener} has no entry in listener.security.protocol.map")
+            if proto != "PLAINTEXT":
+                raise ConfigError(f"listeners: {e.listener} uses {proto}; kraft supports PLAINTEXT only")
+        if not self.voters and not self._values["controller.quorum.bootstrap.servers"]:
+            raise ConfigError("controller.quorum.voters: required (id@host:port,...)")
+        voter_ids = [v.node_id for v in self.voters]
+        if len(set(voter_ids)) != len(voter_ids):
+            raise ConfigError(f"controller.quorum.voters: duplicate node ids in {voter_ids}")
+        if not self.controller_listener_names:
+            raise ConfigError("controller.listener.names: required (e.g. CONTROLLER)")
+        if self.is_controller:
+            if self.node_id not in voter_ids:
+                raise ConfigError(f"controller.quorum.voters: node.id {self.node_id} has the controller "
+                                  "role but is not among the voters")
+            if not any(self.listener(n) for n in self.controller_listener_names):
+                raise ConfigError("listeners: a controller needs a listener named in controller.listener.names")
+        elif any(self.listener(n) for n in self.controller_listener_names):
+            raise ConfigError("listeners: a broker-only node must not listen on a controller listener")
+        if self.is_broker:
+            if not self.broker_listeners:
+                raise ConfigError("listeners: a broker needs a listener that is not a controller listener")
+            ibl = self._values["inter.broker.listener.name"]
+            if ibl and not self.listener(ibl.upper()):
+                raise ConfigError(f"inter.broker.listener.name: {ibl} is not among the listeners")
+        if self._values["controller.quorum.engine"] == "pysyncobj" and not self._values[
+                "controller.quorum.pysyncobj.password"]:
+            raise ConfigError("controller.quorum.pysyncobj.password: required with "
+                              "controller.quorum.engine=pysyncobj (pysyncobj unpickles its wire "
+                              "messages and only authenticates them with a password)")
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str], overrides: dict[str, str] | None = None) -> "ServerConfig":
+        merged = dict(props)
+        merged.update(overrides or {})
+        values: dict[str, Any] = {}
+        for name, raw in merged.items():
+            key = KEYS.get(name)
+            if key is None:
+                if name in ACCEPTED_AND_IGNORED:
+                    continue
+                raise ConfigError(f"{name}: unknown configuration key")
+            value = _convert(key, raw)
+            if key.validate and value is not None:
+                problem = key.validate(value)
+                if problem:
+                    raise ConfigError(f"{name}: {raw!r} {problem}")
+            values[name] = value
+        for key in KEYS.values():
+            if key.name not in values:
+                if key.required:
+                    raise ConfigError(f"{key.name}: required")
+                values[key.name] = list(key.default) if isinstance(key.default, list) else key.default
+        return cls(values, merged)
+
+    @classmethod
+    def load(cls, path, overrides: dict[str, str] | None = None) -> "ServerConfig":
+        return cls.from_properties(read_properties(path), overrides)
+
+
+def parse_overrides(items) -> dict[str, str]:
+    """``--override key=value`` arguments as a dict."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--override {item!r}: expected key=value")
+        out[key.strip()] = value
+    return out
