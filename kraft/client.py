@@ -1,0 +1,162 @@
+"""An async Kafka-protocol client for node-to-node requests (Raft, broker lifecycle,
+replica fetching, forwarding), on trio.
+
+One ``Connection`` per peer address pipelines requests: each gets a correlation id, and a
+reader task routes responses back to their waiters (Kafka answers in order, but routing by
+id keeps us honest).  A connection that fails fails every request in flight on it with
+``NodeUnavailable``; the next request opens a new one.  Timeouts are per request.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+
+import trio
+
+from kraft.protocol import rpc
+from kraft.protocol.errors import ProtocolError
+from kraft.protocol.framing import FrameDecoder
+
+log = logging.getLogger(__name__)
+
+
+class NodeUnavailable(Exception):
+    """The peer could not be reached, the connection broke, or the request timed out."""
+
+
+class Connection:
+    def __init__(self, host: str, port: int, client_id: str):
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.stream: trio.SocketStream | None = None
+        self._ids = itertools.count(1)
+        self._waiters: dict[int, tuple[str, int, trio.MemorySendChannel]] = {}
+        self._send_lock = trio.Lock()
+        self.closed = False
+
+    async def connect(self, nursery: trio.Nursery, timeout_s: float) -> None:
+        with trio.move_on_after(timeout_s) as scope:
+            try:
+                self.stream = await trio.open_tcp_stream(self.host, self.port)
+            except OSError as exc:
+                raise NodeUnavailable(f"cannot connect to {self.host}:{self.port}: {exc}") from None
+        if scope.cancelled_caught:
+            raise NodeUnavailable(f"connecting to {self.host}:{self.port} timed out")
+        nursery.start_soon(self._read_loop)
+
+    async def _read_loop(self) -> None:
+        decoder = FrameDecoder()
+        try:
+            while True:
+                data = await self.stream.receive_some(1 << 20)
+                if not data:
+                    break
+                decoder.receive_data(data)
+                while (payload := decoder.next_frame()) is not None:
+                    self._dispatch(payload)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ProtocolError) as exc:
+            log.debug("connection to %s:%s ended: %s", self.host, self.port, exc)
+        finally:
+            self._fail_all()
+
+    def _dispatch(self, payload: bytes) -> None:
+        corr = int.from_bytes(payload[:4], "big", signed=True)
+        waiter = self._waiters.pop(corr, None)
+        if waiter is None:
+            return  # a request that already timed out
+        api, version, channel = waiter
+        try:
+            _, body = rpc.decode_response(api, version, payload)
+        except ProtocolError as exc:
+            body = exc
+        channel.send_nowait(body)
+
+    def _fail_all(self) -> None:
+        self.closed = True
+        for _, _, channel in self._waiters.values():
+            channel.send_nowait(NodeUnavailable(f"connection to {self.host}:{self.port} closed"))
+        self._waiters.clear()
+
+    async def request(self, api: str, version: int, body: dict, timeout_s: float, *,
+                      expect_response: bool = True) -> dict | None:
+        if self.closed or self.stream is None:
+            raise NodeUnavailable(f"connection to {self.host}:{self.port} is closed")
+        corr = next(self._ids)
+        send, recv = trio.open_memory_channel(1)
+        if expect_response:
+            self._waiters[corr] = (api, version, send)
+        data = rpc.encode_request(api, version, corr, body, client_id=self.client_id)
+        try:
+            with trio.fail_after(timeout_s):
+                async with self._send_lock:
+                    await self.stream.send_all(data)
+                if not expect_response:
+                    return None
+                result = await recv.receive()
+        except trio.TooSlowError:
+            self._waiters.pop(corr, None)
+            raise NodeUnavailable(f"{api} to {self.host}:{self.port} timed out after {timeout_s}s") from None
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self._waiters.pop(corr, None)
+            self.closed = True
+            raise NodeUnavailable(f"{api} to {self.host}:{self.port} failed: {exc}") from None
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    async def aclose(self) -> None:
+        self.closed = True
+        if self.stream is not None:
+            await trio.aclose_forcefully(self.stream)
+
+
+class KafkaClient:
+    """Connections to many peers, owned by one nursery (the node's lifetime)."""
+
+    def __init__(self, nursery: trio.Nursery, client_id: str = "kraft", connect_timeout_s: float = 2.0):
+        self.nursery = nursery
+        self.client_id = client_id
+        self.connect_timeout_s = connect_timeout_s
+        self._connections: dict[tuple[str, int], Connection] = {}
+        self._connecting: dict[tuple[str, int], trio.Event] = {}
+
+    async def _connection(self, host: str, port: int) -> Connection:
+        key = (host, port)
+        while True:
+            conn = self._connections.get(key)
+            if conn is not None and not conn.closed:
+                return conn
+            pending = self._connecting.get(key)
+            if pending is None:
+                break
+            await pending.wait()
+        event = self._connecting[key] = trio.Event()
+        try:
+            conn = Connection(host, port, self.client_id)
+            await conn.connect(self.nursery, self.connect_timeout_s)
+            self._connections[key] = conn
+            return conn
+        finally:
+            del self._connecting[key]
+            event.set()
+
+    async def request(self, host: str, port: int, api: str, version: int, body: dict,
+                      timeout_s: float = 30.0, *, expect_response: bool = True) -> dict | None:
+        """Send one request and wait for its response body (a dict).
+
+        Raises NodeUnavailable on connect failure, broken connection or timeout.
+        """
+        conn = await self._connection(host, port)
+        return await conn.request(api, version, body, timeout_s, expect_response=expect_response)
+
+    def disconnect(self, host: str, port: int) -> None:
+        conn = self._connections.pop((host, port), None)
+        if conn is not None:
+            self.nursery.start_soon(conn.aclose)
+
+    async def aclose(self) -> None:
+        for conn in list(self._connections.values()):
+            await conn.aclose()
+        self._connections.clear()
