@@ -1,0 +1,214 @@
+"""A cluster of kraft processes on this machine: config files, formatting, start/stop/kill.
+
+Used by ``kraftctl cluster`` (the development cluster), the integration tests and the
+jepsen ``local`` host backend.  Every node is a real ``kraftctl start`` process with its own
+data directory and log file; nothing is shared between nodes but the loopback network.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kraft.properties import format_properties
+from kraft.storage import new_uuid_string
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class NodeSpec:
+    node_id: int
+    roles: tuple[str, ...]
+    host: str
+    broker_port: int | None
+    controller_port: int | None
+    directory: Path
+    process: subprocess.Popen | None = field(default=None, repr=False)
+
+    @property
+    def config_path(self) -> Path:
+        return self.directory / "server.properties"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "node.log"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.directory / "data"
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class LocalCluster:
+    """N controllers and M brokers (or N combined nodes when ``brokers == 0``)."""
+
+    def __init__(self, base_dir: str | os.PathLike, *, controllers: int = 3, brokers: int = 0,
+                 host: str = "127.0.0.1", hosts: list[str] | None = None,
+                 first_broker_port: int | None = None, overrides: dict[str, str] | None = None,
+                 cluster_id: str | None = None):
+        self.base_dir = Path(base_dir)
+        self.cluster_id = cluster_id or new_uuid_string()
+        self.overrides = dict(overrides or {})
+        self.nodes: dict[int, NodeSpec] = {}
+        total = controllers + brokers
+        hosts = hosts or [host] * total
+        next_port = first_broker_port
+        for i in range(total):
+            node_id = i + 1
+            combined = brokers == 0
+            roles = ("broker", "controller") if combined else (("controller",) if i < controllers else ("broker",))
+            h = hosts[i]
+            broker_port = None
+            if "broker" in roles:
+                broker_port = next_port if next_port else free_port(h)
+                if next_port:
+                    next_port += 1
+            controller_port = free_port(h) if "controller" in roles else None
+            self.nodes[node_id] = NodeSpec(node_id, roles, h, broker_port, controller_port,
+                                           self.base_dir / f"node{node_id}")
+
+    # -- layout -------------------------------------------------------------------------
+
+    @property
+    def voters(self) -> str:
+        return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}"
+                        for n in self.nodes.values() if n.is_controller)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{n.host}:{n.broker_port}" for n in self.nodes.values() if n.is_broker)
+
+    @property
+    def brokers(self) -> list[NodeSpec]:
+        return [n for n in self.nodes.values() if n.is_broker]
+
+    @property
+    def controllers(self) -> list[NodeSpec]:
+        return [n for n in self.nodes.values() if n.is_controller]
+
+    def properties(self, node: NodeSpec) -> dict[str, str]:
+        listeners = []
+        if node.is_broker:
+            listeners.append(f"PLAINTEXT://{node.host}:{node.broker_port}")
+        if node.is_controller:
+            listeners.append(f"CONTROLLER://{node.host}:{node.controller_port}")
+        props = {
+            "process.roles": ",".join(node.roles),
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": self.voters,
+            "listeners": ",".join(listeners),
+            "controller.listener.names": "CONTROLLER",
+            "log.dirs": str(node.data_dir),
+            "num.partitions": "1",
+            "default.replication.factor": str(min(3, len(self.brokers))),
+            "offsets.topic.replication.factor": str(min(3, len(self.brokers))),
+            "offsets.topic.num.partitions": "10",
+        }
+        props.update(self.overrides)
+        return props
+
+    def write_configs(self) -> None:
+        for node in self.nodes.values():
+            node.directory.mkdir(parents=True, exist_ok=True)
+            node.config_path.write_text(format_properties(self.properties(node)))
+
+    def format(self) -> None:
+        self.write_configs()
+        for node in self.nodes.values():
+            result = subprocess.run(
+                [sys.executable, "-m", "cli.main", "format", "--config", str(node.config_path),
+                 "--cluster-id", self.cluster_id, "--ignore-formatted"],
+                capture_output=True, text=True, timeout=120,
+            )
+            if result.returncode != 0:
+                raise RuntimeError(f"formatting node {node.node_id} failed: {result.stderr.strip()}")
+
+    # -- processes ----------------------------------------------------------------------
+
+    def start(self, node_id: int, extra_args: tuple[str, ...] = ()) -> None:
+        node = self.nodes[node_id]
+        if node.running:
+            return
+        log = open(node.log_path, "ab")
+        try:
+            node.process = subprocess.Popen(
+                [sys.executable, "-m", "cli.main", "start", str(node.config_path), *extra_args],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,  # Ctrl-C in a terminal reaches the supervisor only
+            )
+        finally:
+            log.close()
+
+    def start_all(self) -> None:
+        for node_id in self.nodes:
+            self.start(node_id)
+
+    def signal(self, node_id: int, sig: int) -> None:
+        node = self.nodes[node_id]
+        if node.running:
+            os.kill(node.process.pid, sig)
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL: no shutdown work at all, as a crash."""
+        node = self.nodes[node_id]
+        if node.running:
+            node.process.kill()
+            node.process.wait()
+
+    def stop(self, node_id: int, timeout_s: float = 30.0) -> int | None:
+        """SIGTERM and wait for a clean exit; SIGKILL after ``timeout_s``."""
+        node = self.nodes[node_id]
+        if not node.running:
+            return node.process.returncode if node.process else None
+        try:
+            node.process.send_signal(signal.SIGCONT)  # a paused node cannot exit
+            node.process.terminate()
+            return node.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            node.process.kill()
+            return node.process.wait()
+
+    def stop_all(self, timeout_s: float = 30.0) -> None:
+        # Brokers first, so they can hand leadership over while controllers still run.
+        order = sorted(self.nodes.values(), key=lambda n: (n.is_controller, n.node_id))
+        for node in order:
+            if node.running:
+                node.process.send_signal(signal.SIGCONT)
+                node.process.terminate()
+        deadline = time.monotonic() + timeout_s
+        for node in order:
+            if node.process is None:
+                continue
+            try:
+                node.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                node.process.kill()
+                node.process.wait()
+
+    def __enter__(self) -> "LocalCluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop_all()
