@@ -83,6 +83,7 @@ class Field:
     flexible: Versions | None = None  # field-level override
     default: str | None = None
     fields: tuple["Field", ...] = ()  # for struct types
+    extension: bool = False  # a kraft addition (``ext=kraft``), absent from Kafka's schemas
 
     @property
     def is_array(self) -> bool:
@@ -142,6 +143,10 @@ def _parse_field(line: str, lineno: int) -> tuple[Field, int]:
             kwargs["flexible"] = Versions.parse(v)
         elif k == "default":
             kwargs["default"] = "" if v == '""' else v
+        elif k == "ext":
+            if v != "kraft":
+                raise SchemaSyntaxError(f"line {lineno}: only ext=kraft is known")
+            kwargs["extension"] = True
         else:
             raise SchemaSyntaxError(f"line {lineno}: unknown attribute {k!r}")
     f = Field(name=name, key=snake_case(name), type=type_, versions=Versions.parse(versions), **kwargs)

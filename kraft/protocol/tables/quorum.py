@@ -1,4 +1,8 @@
-"""KRaft quorum and controller APIs between nodes (schema table language: see kraft/protocol/schema.py)."""
+"""KRaft quorum and controller APIs between nodes (schema table language: see kraft/protocol/schema.py).
+
+Vote carries one kraft extension: ``PreVote`` (tag 100) marks a KIP-996 pre-vote, which the
+Vote schema kraft was written from (v0-1) predates.
+"""
 
 SCHEMA = """
 api Vote 52
@@ -15,6 +19,7 @@ request 0-1 flex=0+
       VoterDirectoryId uuid 1+
       LastOffsetEpoch int32 0+
       LastOffset int64 0+
+      PreVote bool 0+ tag=100 default=false ext=kraft
 response 0-1 flex=0+
   ErrorCode int16 0+
   Topics []TopicData 0+
@@ -25,6 +30,7 @@ response 0-1 flex=0+
       LeaderId int32 0+
       LeaderEpoch int32 0+
       VoteGranted bool 0+
+      PreVote bool 0+ tag=100 default=false ext=kraft
   NodeEndpoints []NodeEndpoint 1+ tag=0
     NodeId int32 1+
     Host string 1+

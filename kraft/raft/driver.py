@@ -1,0 +1,256 @@
+"""The trio shell of the Raft core: clock, disk and network around one ``RaftNode``.
+
+The loop is etcd's: after every input (a tick, a message, a proposal) the driver drains the
+core's Ready batches — persist and fsync (``RaftStorage``), then send, then apply to the
+listener, then ``advance``.  Persisting happens synchronously in the task that produced the
+input, so no message that depends on a durable write can leave before the write.
+
+Requests from peers arrive through ``handle`` (called by the node's Kafka server for Vote,
+BeginQuorumEpoch, EndQuorumEpoch, Fetch on ``__cluster_metadata`` and FetchSnapshot): the
+request is stepped into the core under a fresh correlation id and the handler waits for the
+core's response with that id (a parked Fetch waits until data arrives or its wait expires).
+Requests the core sends go out through ``KafkaClient``; their responses are stepped back in.
+A request that fails on the network is simply dropped: the core's own request timeout
+covers it, exactly as it covers a message lost in the simulator.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import dataclass
+from random import Random
+from typing import Protocol
+
+import trio
+
+from kraft import clock
+from kraft.client import KafkaClient, NodeUnavailable
+from kraft.raft import wire
+from kraft.raft.config import RaftConfig
+from kraft.raft.disk import RaftStorage
+from kraft.raft.messages import Batch, Envelope, Errors, LeaderAndEpoch, OffsetAndEpoch
+from kraft.raft.node import RaftNode
+from kraft.raft.record_codec import decode_snapshot, leader_change_record
+
+log = logging.getLogger(__name__)
+
+
+class RaftListener(Protocol):
+    """What the state machine (the controller, or a broker's metadata image) implements."""
+
+    def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, records: list[bytes]) -> None: ...
+
+    def handle_commit(self, batch: Batch) -> None: ...
+
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PeerAddress:
+    host: str
+    port: int
+
+
+class RaftDriver:
+    def __init__(self, config: RaftConfig, storage: RaftStorage, client: KafkaClient,
+                 voters: dict[int, PeerAddress], listener: RaftListener, *,
+                 cluster_id: str | None = None, rng: Random | None = None):
+        self.config = config
+        self.storage = storage
+        self.client = client
+        self.voters = voters
+        self.listener = listener
+        self.cluster_id = cluster_id
+        self._t0 = clock.monotonic_ms()
+        snapshot = storage.latest_snapshot()
+        hard_state = storage.load_hard_state()
+        batches = storage.load_batches(snapshot.end_offset if snapshot else 0)
+        self.node = RaftNode(config, rng or Random(), now_ms=0, hard_state=hard_state,
+                             snapshot=snapshot, batches=batches,
+                             leader_change_record=leader_change_record)
+        self._incoming_ids = itertools.count(1 << 40)
+        self._waiting: dict[int, list] = {}  # correlation id -> [event, response]
+        self._wakeup = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self._commit_waiters: list[tuple[int, trio.Event]] = []
+        self.committed_offset = 0  # end offset of everything applied
+        self.closed = False
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def leader(self) -> LeaderAndEpoch:
+        return self.node.leader
+
+    @property
+    def is_leader(self) -> bool:
+        return self.node.is_leader
+
+    @property
+    def high_watermark(self) -> int:
+        return self.node.high_watermark
+
+    def propose(self, records) -> tuple[int, int]:
+        """Append records on the leader: (offset of the last one, epoch).
+
+        Raises NotLeaderError on any other node.  The records are durable and replicated
+        once ``wait_committed`` for that offset returns.
+        """
+        self._tick()
+        result = self.node.propose(records)
+        self._drain()
+        return result
+
+    async def wait_committed(self, offset: int) -> None:
+        """Wait until the record at ``offset`` has been applied (committed)."""
+        if self.committed_offset > offset:
+            return
+        event = trio.Event()
+        self._commit_waiters.append((offset, event))
+        await event.wait()
+
+    def create_snapshot(self, end_offset: int, records: list[bytes]) -> None:
+        from kraft.raft.record_codec import encode_snapshot
+
+        self.node.create_snapshot(end_offset, encode_snapshot(records))
+        self._drain()
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self._tick()
+            self._drain()
+            task_status.started()
+            while True:
+                self._tick()
+                self._drain()
+                now = self._now()
+                wait_ms = max(0.0, min(self.node.next_deadline_ms() - now, 1000.0))
+                with trio.move_on_after(wait_ms / 1000.0):
+                    await self._wakeup.wait()
+                self._wakeup = trio.Event()
+
+    async def shutdown(self, timeout_s: float = 2.0) -> None:
+        """Graceful stop: a leader resigns (EndQuorumEpoch) so the others elect at once."""
+        if self.node.is_leader:
+            self._tick()
+            self.node.resign()
+            self._drain()
+            with trio.move_on_after(timeout_s):
+                await trio.sleep(0.05)  # let the EndQuorumEpoch requests leave
+        self.closed = True
+        self.storage.close()
+
+    async def handle(self, api: str, body: dict) -> dict:
+        """Serve a quorum request from a peer; returns the wire response body."""
+        try:
+            src, request = wire.request_from_wire(api, body, self.config.voters)
+        except wire.NotRaftMessage as exc:
+            return _error_response(api, Errors.INVALID_REQUEST, str(exc))
+        if self.closed:
+            return _error_response(api, Errors.NOT_LEADER_OR_FOLLOWER)
+        cid = next(self._incoming_ids)
+        slot = [trio.Event(), None]
+        self._waiting[cid] = slot
+        try:
+            self._tick()
+            self.node.step(Envelope(src, self.config.node_id, cid, request))
+            self._drain()
+            timeout = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
+            with trio.move_on_after(timeout):
+                await slot[0].wait()
+        finally:
+            self._waiting.pop(cid, None)
+        if slot[1] is None:
+            return _error_response(api, Errors.REQUEST_TIMED_OUT)
+        return wire.response_to_wire(slot[1])[2]
+
+    # ------------------------------------------------------------------ the loop
+
+    def _now(self) -> int:
+        return clock.monotonic_ms() - self._t0
+
+    def _tick(self) -> None:
+        now = self._now()
+        if now > self.node.now_ms:
+            self.node.tick(now)
+
+    def _drain(self) -> None:
+        while self.node.has_ready():
+            rd = self.node.ready()
+            self._persist(rd)
+            for env in rd.messages + rd.messages_after_persist:
+                self._send(env)
+            if rd.load_snapshot is not None:
+                records = decode_snapshot(rd.load_snapshot.data)
+                self.listener.handle_load_snapshot(rd.load_snapshot.snapshot_id, records)
+                self.committed_offset = max(self.committed_offset, rd.load_snapshot.end_offset)
+            for batch in rd.committed:
+                self.listener.handle_commit(batch)
+                self.committed_offset = batch.end_offset
+            if rd.leader_change is not None:
+                log.info("node %d: leader is now %s in epoch %d", self.config.node_id,
+                         rd.leader_change.leader_id, rd.leader_change.epoch)
+                self.listener.handle_leader_change(rd.leader_change)
+            self.node.advance(rd)
+            self._release_commit_waiters()
+        self._wakeup.set()
+
+    def _persist(self, rd) -> None:
+        if rd.hard_state is not None:
+            self.storage.save_hard_state(rd.hard_state, self.config.voters)
+        if rd.snapshot is not None:
+            self.storage.save_snapshot(rd.snapshot)
+        if rd.truncate_to is not None:
+            self.storage.truncate_to(rd.truncate_to)
+        if rd.entries:
+            self.storage.append(rd.entries)
+        if rd.must_sync:
+            self.storage.flush()
+
+    def _release_commit_waiters(self) -> None:
+        if not self._commit_waiters:
+            return
+        keep = []
+        for offset, event in self._commit_waiters:
+            if self.committed_offset > offset:
+                event.set()
+            else:
+                keep.append((offset, event))
+        self._commit_waiters = keep
+
+    def _send(self, env: Envelope) -> None:
+        if not env.is_request:
+            slot = self._waiting.get(env.correlation_id)
+            if slot is not None:
+                slot[1] = env.message
+                slot[0].set()
+            return
+        address = self.voters.get(env.dst)
+        if address is None or self._nursery is None:
+            return
+        self._nursery.start_soon(self._request, env, address)
+
+    async def _request(self, env: Envelope, address: PeerAddress) -> None:
+        api, version, body = wire.request_to_wire(env.message, self.cluster_id)
+        timeout = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
+        try:
+            response = await self.client.request(address.host, address.port, api, version, body,
+                                                  timeout_s=timeout)
+            message = wire.response_from_wire(api, response)
+        except (NodeUnavailable, wire.NotRaftMessage) as exc:
+            log.debug("node %d: %s to %d failed: %s", self.config.node_id, api, env.dst, exc)
+            return
+        if self.closed:
+            return
+        self._tick()
+        self.node.step(Envelope(env.dst, self.config.node_id, env.correlation_id, message))
+        self._drain()
+
+
+def _error_response(api: str, error: Errors, message: str = "") -> dict:
+    """A top-level error body: the peer's driver drops it, its core times the request out."""
+    if api == "Fetch":
+        return {"error_code": int(error), "responses": []}
+    return {"error_code": int(error), "topics": []}

@@ -1,0 +1,100 @@
+"""Raft batches as Kafka record batches: the on-disk and on-the-wire form of the metadata log.
+
+A core :class:`~kraft.raft.messages.Batch` becomes one v2 record batch whose partition
+leader epoch is the Raft epoch; each record's value is one entry (a metadata record), its
+key null.  The LeaderChange batch a new leader writes is a control batch whose record key is
+the LEADER_CHANGE control key and whose value is Kafka's LeaderChangeMessage.
+
+Timestamps are written as ``NO_TIMESTAMP`` (-1): a follower re-encodes the batches it
+fetches, and a fixed timestamp keeps every replica's metadata log byte-identical.
+
+Snapshots (KIP-630) are files of record batches too: a SNAPSHOT_HEADER control batch, the
+state machine's records in batches, and a SNAPSHOT_FOOTER control batch.
+"""
+
+from __future__ import annotations
+
+from kraft.protocol import codec
+from kraft.records import NO_TIMESTAMP, ControlType, Record, build_batch, decode_batches
+from kraft.records.batch import RecordBatch
+from kraft.records.control import decode_control_key, encode_control_key
+from kraft.raft.messages import Batch
+
+_MAX_RECORDS_PER_SNAPSHOT_BATCH = 1000
+
+
+def encode_batch(batch: Batch) -> bytes:
+    if batch.control:
+        key = encode_control_key(ControlType.LEADER_CHANGE)
+        records = [Record(offset_delta=i, timestamp=NO_TIMESTAMP, key=key, value=v)
+                   for i, v in enumerate(batch.records)]
+    else:
+        records = [Record(offset_delta=i, timestamp=NO_TIMESTAMP, value=v)
+                   for i, v in enumerate(batch.records)]
+    return build_batch(records, base_offset=batch.base_offset, partition_leader_epoch=batch.epoch,
+                       control=batch.control, timestamp=NO_TIMESTAMP)
+
+
+def encode_batches(batches) -> bytes:
+    return b"".join(encode_batch(b) for b in batches)
+
+
+def batch_from_record_batch(rb: RecordBatch) -> Batch:
+    return Batch(rb.base_offset, rb.partition_leader_epoch,
+                 tuple(r.value or b"" for r in rb.records), control=rb.is_control)
+
+
+def decode_raft_batches(data) -> tuple[Batch, ...]:
+    """Whole batches in ``data`` (a partial tail, as a fetch may end with, is dropped)."""
+    return tuple(batch_from_record_batch(rb) for rb in decode_batches(data, allow_partial_tail=True))
+
+
+def leader_change_record(leader_id: int, epoch: int, voters) -> bytes:
+    """Kafka's LeaderChangeMessage (v0) for the control batch a new leader appends."""
+    return codec.encode("LeaderChangeMessage", "data", 0, {
+        "version": 0,
+        "leader_id": leader_id,
+        "voters": [{"voter_id": v} for v in sorted(voters)],
+        "granting_voters": [],
+    })
+
+
+# ------------------------------------------------------------------------- snapshots
+
+
+def encode_snapshot(records: list[bytes], last_contained_timestamp: int = NO_TIMESTAMP) -> bytes:
+    """A snapshot file's bytes from the state machine's records (offsets start at 0)."""
+    header = codec.encode("SnapshotHeaderRecord", "data", 0,
+                          {"version": 0, "last_contained_log_timestamp": last_contained_timestamp})
+    parts = [_control(ControlType.SNAPSHOT_HEADER, header, 0)]
+    offset = 1
+    for i in range(0, len(records), _MAX_RECORDS_PER_SNAPSHOT_BATCH):
+        chunk = records[i : i + _MAX_RECORDS_PER_SNAPSHOT_BATCH]
+        parts.append(build_batch(
+            [Record(offset_delta=j, timestamp=NO_TIMESTAMP, value=v) for j, v in enumerate(chunk)],
+            base_offset=offset, timestamp=NO_TIMESTAMP))
+        offset += len(chunk)
+    footer = codec.encode("SnapshotFooterRecord", "data", 0, {"version": 0})
+    parts.append(_control(ControlType.SNAPSHOT_FOOTER, footer, offset))
+    return b"".join(parts)
+
+
+def _control(control_type: int, value: bytes, base_offset: int) -> bytes:
+    record = Record(offset_delta=0, timestamp=NO_TIMESTAMP, key=encode_control_key(control_type), value=value)
+    return build_batch([record], base_offset=base_offset, control=True, timestamp=NO_TIMESTAMP)
+
+
+class SnapshotFormatError(ValueError):
+    pass
+
+
+def decode_snapshot(data: bytes) -> list[bytes]:
+    """The state machine's records from a snapshot file; checks header and footer."""
+    batches = decode_batches(data, allow_partial_tail=False)
+    if not batches or not batches[0].is_control or not batches[-1].is_control:
+        raise SnapshotFormatError("snapshot lacks its header or footer control batch")
+    first = decode_control_key(batches[0].records[0].key)
+    last = decode_control_key(batches[-1].records[0].key)
+    if first.type != ControlType.SNAPSHOT_HEADER or last.type != ControlType.SNAPSHOT_FOOTER:
+        raise SnapshotFormatError("snapshot control batches are not header/footer")
+    return [r.value or b"" for rb in batches[1:-1] for r in rb.records]
