@@ -45,5 +45,30 @@ def format_command(config_path, cluster_id, ignore_formatted, overrides) -> None
         click.echo("All of the log directories are already formatted.")
 
 
+@main.command("start")
+@click.argument("config_path", type=click.Path(dir_okay=False))
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a configuration key (repeatable).")
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+def start_command(config_path, overrides, log_level) -> None:
+    """Run a node (controller, broker or both) until SIGTERM or Ctrl-C."""
+    from kraft.storage import check_storage
+
+    try:
+        config = ServerConfig.load(config_path, parse_overrides(overrides))
+        cluster_id = check_storage(config)
+    except (ConfigError, PropertiesError, StorageError) as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(1)
+    from cli import node
+
+    node.setup_logging(config.node_id, log_level)
+    try:
+        node.run(config, cluster_id)
+    except KeyboardInterrupt:
+        pass
+
+
 if __name__ == "__main__":
     main()

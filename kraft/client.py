@@ -26,7 +26,8 @@ class NodeUnavailable(Exception):
 
 
 class Connection:
-    def __init__(self, host: str, port: int, client_id: str):
+    def __init__(self, host: str, port: int, client_id: str, local_address: str | None = None):
+        self.local_address = local_address
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -39,7 +40,10 @@ class Connection:
     async def connect(self, nursery: trio.Nursery, timeout_s: float) -> None:
         with trio.move_on_after(timeout_s) as scope:
             try:
-                self.stream = await trio.open_tcp_stream(self.host, self.port)
+                # Bound to the node's own address, so that a network partition between
+                # node addresses (jepsen's local backend) also cuts this connection.
+                self.stream = await trio.open_tcp_stream(self.host, self.port,
+                                                         local_address=self.local_address)
             except OSError as exc:
                 raise NodeUnavailable(f"cannot connect to {self.host}:{self.port}: {exc}") from None
         if scope.cancelled_caught:
@@ -115,8 +119,10 @@ class Connection:
 class KafkaClient:
     """Connections to many peers, owned by one nursery (the node's lifetime)."""
 
-    def __init__(self, nursery: trio.Nursery, client_id: str = "kraft", connect_timeout_s: float = 2.0):
+    def __init__(self, nursery: trio.Nursery, client_id: str = "kraft", connect_timeout_s: float = 2.0,
+                 local_address: str | None = None):
         self.nursery = nursery
+        self.local_address = local_address
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
         self._connections: dict[tuple[str, int], Connection] = {}
@@ -134,7 +140,7 @@ class KafkaClient:
             await pending.wait()
         event = self._connecting[key] = trio.Event()
         try:
-            conn = Connection(host, port, self.client_id)
+            conn = Connection(host, port, self.client_id, self.local_address)
             await conn.connect(self.nursery, self.connect_timeout_s)
             self._connections[key] = conn
             return conn

@@ -75,6 +75,7 @@ class RaftDriver:
         self._nursery: trio.Nursery | None = None
         self._commit_waiters: list[tuple[int, trio.Event]] = []
         self.committed_offset = 0  # end offset of everything applied
+        self.observers: dict[int, tuple[int, float]] = {}  # id -> (fetch offset, when)
         self.closed = False
 
     # ------------------------------------------------------------------ public API
@@ -150,6 +151,8 @@ class RaftDriver:
             return _error_response(api, Errors.INVALID_REQUEST, str(exc))
         if self.closed:
             return _error_response(api, Errors.NOT_LEADER_OR_FOLLOWER)
+        if api == "Fetch" and src not in self.config.voters:
+            self.observers[src] = (request.fetch_offset, self._now())
         cid = next(self._incoming_ids)
         slot = [trio.Event(), None]
         self._waiting[cid] = slot
@@ -166,6 +169,35 @@ class RaftDriver:
             return _error_response(api, Errors.REQUEST_TIMED_OUT)
         return wire.response_to_wire(slot[1])[2]
 
+    def describe_quorum(self) -> dict:
+        """The DescribeQuorum response body (as kafka-metadata-quorum.sh shows it)."""
+        node = self.node
+        now = clock.wall_ms()
+        mono = self._now()
+        replicas = getattr(node, "_replicas", {}) if node.is_leader else {}
+
+        def state(replica_id, end_offset, last_fetch_ms):
+            ago = mono - last_fetch_ms if last_fetch_ms > float("-inf") else None
+            fetched = now - int(ago) if ago is not None else -1
+            return {"replica_id": replica_id, "log_end_offset": end_offset,
+                    "last_fetch_timestamp": fetched, "last_caught_up_timestamp": fetched}
+
+        voters = []
+        for voter in sorted(self.config.voters):
+            if voter == self.config.node_id:
+                voters.append(state(voter, node.log.end_offset, mono))
+            elif voter in replicas:
+                r = replicas[voter]
+                voters.append(state(voter, r.end_offset, r.last_fetch_ms))
+            else:
+                voters.append(state(voter, -1, float("-inf")))
+        observers = [state(rid, end, last) for rid, (end, last) in sorted(self.observers.items())]
+        leader = node.leader
+        return {"error_code": 0, "topics": [{"topic_name": wire.METADATA_TOPIC, "partitions": [{
+            "partition_index": 0, "error_code": 0, "leader_id": leader.leader_id,
+            "leader_epoch": leader.epoch, "high_watermark": node.high_watermark,
+            "current_voters": voters, "observers": observers}]}]}
+
     # ------------------------------------------------------------------ the loop
 
     def _now(self) -> int:
@@ -177,6 +209,8 @@ class RaftDriver:
             self.node.tick(now)
 
     def _drain(self) -> None:
+        if self.closed:
+            return
         while self.node.has_ready():
             rd = self.node.ready()
             self._persist(rd)

@@ -1,0 +1,240 @@
+"""The broker's request router: every client API, answered from the metadata image, the
+replica manager, or (for changes) by forwarding to the active controller."""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from broker.controller_channel import ControllerChannel, ControllerUnavailable
+from broker.data_path import DataPath
+from broker.metadata_listener import MetadataListener
+from kraft.protocol import codec, rpc
+from kraft.protocol.error_codes import ErrorCode
+from kraft.protocol.schema import Versions
+from kraft.server_config import ServerConfig
+from metadata.image import ConfigResourceType
+
+log = logging.getLogger(__name__)
+
+# The versions the broker serves: what it implements, within the schema table's range.
+BROKER_APIS: dict[str, tuple[int, int]] = {
+    "Produce": (3, 11), "Fetch": (4, 17), "ListOffsets": (1, 10), "Metadata": (0, 12),
+    "OffsetForLeaderEpoch": (2, 4), "ApiVersions": (0, 4), "CreateTopics": (2, 7),
+    "DeleteTopics": (1, 6), "CreatePartitions": (0, 3), "DescribeConfigs": (1, 4),
+    "IncrementalAlterConfigs": (0, 1), "InitProducerId": (0, 5), "DescribeCluster": (0, 1),
+}
+FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs"}
+INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state"}
+PRODUCER_ID_BLOCK = 1000
+
+
+def supported_versions(apis: dict[str, tuple[int, int]]) -> dict[int, Versions]:
+    return {rpc.API_KEYS[name]: Versions(lo, hi) for name, (lo, hi) in apis.items()}
+
+
+class BrokerApi:
+    def __init__(self, config: ServerConfig, cluster_id: str, metadata: MetadataListener,
+                 data_path: DataPath, channel: ControllerChannel, nursery: trio.Nursery):
+        self.config = config
+        self.cluster_id = cluster_id
+        self.metadata = metadata
+        self.data = data_path
+        self.channel = channel
+        self.nursery = nursery
+        self.supported = supported_versions(BROKER_APIS)
+        self._producer_ids = iter(())
+        self._producer_id_lock = trio.Lock()
+        self._auto_creating: set[str] = set()
+
+    async def handle(self, request: rpc.Request) -> dict | None:
+        api, version, body = request.api, request.version, request.body
+        if api == "Produce":
+            return await self.data.produce(body, version)
+        if api == "Fetch":
+            return await self.data.fetch(body, version)
+        if api == "ListOffsets":
+            return self.data.list_offsets(body, version)
+        if api == "Metadata":
+            return self.metadata_response(body, version)
+        if api == "ApiVersions":
+            return self.api_versions()
+        if api == "OffsetForLeaderEpoch":
+            return self.data.offset_for_leader_epoch(body, version)
+        if api in FORWARDED:
+            return await self.forward(api, version, body)
+        if api == "DescribeConfigs":
+            return self.describe_configs(body)
+        if api == "DescribeCluster":
+            return self.describe_cluster()
+        if api == "InitProducerId":
+            return await self.init_producer_id(body)
+        raise AssertionError(f"{api} is advertised but has no handler")
+
+    # ------------------------------------------------------------------ metadata
+
+    def api_versions(self) -> dict:
+        return {"error_code": 0, "api_keys": [
+            {"api_key": k, "min_version": v.lo, "max_version": v.hi} for k, v in sorted(self.supported.items())]}
+
+    def _active_brokers(self):
+        return [b for b in self.metadata.image.active_brokers()]
+
+    def _endpoint(self, broker):
+        for e in broker.listeners:
+            if e.name == "PLAINTEXT" or not self.config.controller_listener_names or \
+                    e.name not in self.config.controller_listener_names:
+                return e
+        return None
+
+    def metadata_response(self, body: dict, version: int) -> dict:
+        image = self.metadata.image
+        brokers = []
+        alive = set()
+        for b in self._active_brokers():
+            e = self._endpoint(b)
+            if e is not None:
+                brokers.append({"node_id": b.id, "host": e.host, "port": e.port, "rack": b.rack})
+                alive.add(b.id)
+        requested = body["topics"]
+        if requested is None or (version == 0 and not requested):
+            names = sorted(image.topics_by_name)
+        else:
+            names = []
+            for t in requested:
+                name = t["name"]
+                if name is None and t.get("topic_id"):
+                    found = image.topic_by_id(t["topic_id"])
+                    name = found.name if found else None
+                names.append(name)
+        topics = []
+        auto_create = requested is not None and body.get("allow_auto_topic_creation", True) and \
+            self.config["auto.create.topics.enable"]
+        for name in names:
+            topic = image.topic(name) if name is not None else None
+            if topic is None:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if auto_create and name and _legal_topic_name(name):
+                    self._auto_create(name)
+                    error = ErrorCode.LEADER_NOT_AVAILABLE
+                topics.append({"error_code": error, "name": name, "partitions": [],
+                               "topic_authorized_operations": -2147483648})
+                continue
+            partitions = []
+            for index in sorted(topic.partitions):
+                reg = topic.partitions[index]
+                leader = reg.leader if reg.leader in alive else -1
+                partitions.append({
+                    "error_code": 0 if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                    "partition_index": index, "leader_id": leader, "leader_epoch": reg.leader_epoch,
+                    "replica_nodes": list(reg.replicas), "isr_nodes": list(reg.isr),
+                    "offline_replicas": [r for r in reg.replicas if r not in alive]})
+            topics.append({"error_code": 0, "name": name, "topic_id": topic.id,
+                           "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
+                           "topic_authorized_operations": -2147483648})
+        controller_id = min(alive) if alive else -1
+        return {"brokers": brokers, "cluster_id": self.cluster_id, "controller_id": controller_id,
+                "topics": topics, "cluster_authorized_operations": -2147483648}
+
+    def _auto_create(self, name: str) -> None:
+        if name in self._auto_creating:
+            return
+        self._auto_creating.add(name)
+
+        async def create():
+            try:
+                body = {"topics": [{"name": name, "num_partitions": -1, "replication_factor": -1,
+                                    "assignments": [], "configs": []}], "timeout_ms": 30000,
+                        "validate_only": False}
+                await self.channel.request("CreateTopics", 7, body)
+            except ControllerUnavailable as exc:
+                log.info("auto-creating %s failed: %s", name, exc)
+            finally:
+                self._auto_creating.discard(name)
+
+        self.nursery.start_soon(create)
+
+    def describe_cluster(self) -> dict:
+        brokers = []
+        for b in self._active_brokers():
+            e = self._endpoint(b)
+            if e is not None:
+                brokers.append({"broker_id": b.id, "host": e.host, "port": e.port, "rack": b.rack})
+        return {"error_code": 0, "error_message": None, "endpoint_type": 1, "cluster_id": self.cluster_id,
+                "controller_id": min((b["broker_id"] for b in brokers), default=-1), "brokers": brokers,
+                "cluster_authorized_operations": -2147483648}
+
+    def describe_configs(self, body: dict) -> dict:
+        from broker.config_defaults import describe_resource
+
+        results = []
+        for res in body["resources"]:
+            results.append(describe_resource(self.config, self.metadata.image, res))
+        return {"results": results}
+
+    # ------------------------------------------------------------------ forwarding
+
+    async def forward(self, api: str, version: int, body: dict) -> dict:
+        try:
+            return await self.channel.request(api, version, body, timeout_s=_timeout_s(body))
+        except ControllerUnavailable as exc:
+            log.info("forwarding %s failed: %s", api, exc)
+            return _forward_error(api, body, version)
+
+    async def init_producer_id(self, body: dict) -> dict:
+        if body["transactional_id"] is not None:
+            return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    "producer_id": -1, "producer_epoch": -1}
+        async with self._producer_id_lock:
+            pid = next(self._producer_ids, None)
+            if pid is None:
+                try:
+                    resp = await self.channel.request("AllocateProducerIds", 0, {
+                        "broker_id": self.config.node_id, "broker_epoch": self._broker_epoch()})
+                except ControllerUnavailable:
+                    return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "producer_id": -1,
+                            "producer_epoch": -1}
+                if resp["error_code"]:
+                    return {"error_code": resp["error_code"], "producer_id": -1, "producer_epoch": -1}
+                start, length = resp["producer_id_start"], resp["producer_id_len"]
+                self._producer_ids = iter(range(start, start + length))
+                pid = next(self._producer_ids)
+        return {"error_code": 0, "producer_id": pid, "producer_epoch": 0}
+
+    broker_epoch_fn = staticmethod(lambda: -1)
+
+    def _broker_epoch(self) -> int:
+        return self.broker_epoch_fn()
+
+
+def _timeout_s(body: dict) -> float:
+    ms = body.get("timeout_ms") or 30000
+    return max(1.0, min(ms, 120000) / 1000)
+
+
+def _legal_topic_name(name: str) -> bool:
+    import re
+
+    return 0 < len(name) <= 249 and name not in (".", "..") and re.fullmatch(r"[A-Za-z0-9._-]+", name) is not None
+
+
+def _forward_error(api: str, body: dict, version: int) -> dict:
+    """Every item of the request answered with NOT_CONTROLLER's retriable cousin."""
+    code = ErrorCode.REQUEST_TIMED_OUT
+    out = codec.default_message(api, "response")
+    if api == "CreateTopics":
+        out["topics"] = [{"name": t["name"], "error_code": code, "num_partitions": -1,
+                          "replication_factor": -1} for t in body["topics"]]
+    elif api == "DeleteTopics":
+        names = body.get("topic_names") or [t["name"] for t in body.get("topics", [])]
+        out["responses"] = [{"name": n, "error_code": code} for n in names]
+    elif api == "CreatePartitions":
+        out["results"] = [{"name": t["name"], "error_code": code} for t in body["topics"]]
+    elif api == "IncrementalAlterConfigs":
+        out["responses"] = [{"error_code": code, "resource_type": r["resource_type"],
+                             "resource_name": r["resource_name"]} for r in body["resources"]]
+    return out
+
+
+__all__ = ["BROKER_APIS", "BrokerApi", "ConfigResourceType", "supported_versions"]

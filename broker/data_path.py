@@ -1,0 +1,329 @@
+"""Produce, Fetch, ListOffsets and OffsetForLeaderEpoch: the client data path.
+
+Record batches travel as bytes: a produce payload is validated by its headers and CRCs,
+offsets are assigned by patching the headers in place, and a fetch returns log bytes.
+No record is decoded here.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from broker.partition import Partition
+from broker.replica_manager import ReplicaManager
+from kraft import clock
+from kraft.log import OffsetOutOfRangeError
+from kraft.log.errors import LogError, RecordTooLargeError
+from kraft.protocol.error_codes import ErrorCode
+from kraft.records import CorruptRecordError, validate_payload
+from kraft.records.header import iter_batches
+
+log = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+class DataPath:
+    def __init__(self, replicas: ReplicaManager):
+        self.replicas = replicas
+
+    # ------------------------------------------------------------------- produce
+
+    async def produce(self, body: dict, version: int) -> dict | None:
+        acks = body["acks"]
+        timeout_ms = max(body["timeout_ms"], 0)
+        deadline = clock.monotonic_ms() + timeout_ms
+        results = {}  # (topic, index) -> response partition dict
+        waits = []  # (key, partition, waiter slot, waiter id)
+        for topic in body["topic_data"]:
+            for pd in topic["partition_data"]:
+                key = (topic["name"], pd["index"])
+                result, wait = self._produce_partition(key, pd["records"], acks, deadline)
+                results[key] = result
+                if wait is not None:
+                    waits.append((key,) + wait)
+        if acks == 0:
+            return None
+        if waits:
+            with trio.move_on_after(timeout_ms / 1000 + 0.1):
+                for key, partition, slot, wid in waits:
+                    await slot[0].wait()
+            for key, partition, slot, wid in waits:
+                partition.drop_waiter(wid)
+                error = slot[1] if slot[1] is not None else ErrorCode.REQUEST_TIMED_OUT
+                if error != ErrorCode.NONE:
+                    results[key]["error_code"] = int(error)
+        responses = {}
+        for (name, index), result in results.items():
+            responses.setdefault(name, []).append(dict(result, index=index))
+        return {"responses": [{"name": n, "partition_responses": ps} for n, ps in responses.items()]}
+
+    def _produce_partition(self, key, records, acks: int, deadline: int):
+        result = {"error_code": 0, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
+        partition = self.replicas.get(*key)
+        if partition is None:
+            known = self.replicas.image.topic(key[0])
+            result["error_code"] = (ErrorCode.NOT_LEADER_OR_FOLLOWER if known and key[1] in known.partitions
+                                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return result, None
+        st = partition.state
+        min_isr = self.replicas.min_insync_replicas(key[0])
+        error = st.check_produce(acks, min_isr)
+        if error != ErrorCode.NONE:
+            result["error_code"] = int(error)
+            return result, None
+        if not records:
+            result["error_code"] = ErrorCode.CORRUPT_MESSAGE
+            return result, None
+        buf = bytearray(records)
+        try:
+            summary = validate_payload(buf)
+        except CorruptRecordError as exc:
+            log.info("%s: rejected produce payload: %s", partition.name, exc)
+            result["error_code"] = ErrorCode.CORRUPT_MESSAGE
+            result["error_message"] = str(exc)[:200]
+            return result, None
+        max_bytes = partition.log.config.max_message_bytes
+        if any(h.size > max_bytes for h in summary.headers):
+            result["error_code"] = ErrorCode.MESSAGE_TOO_LARGE
+            return result, None
+        check = partition.producers.check_append(summary.headers)
+        if check.verdict.name == "DUPLICATE":
+            result.update(base_offset=check.first_offset, log_start_offset=partition.log.log_start_offset)
+            return result, None
+        if check.verdict.name != "NEW":
+            result["error_code"] = int(check.error_code)
+            result["error_message"] = check.message
+            return result, None
+        try:
+            first, last, completions = partition.append_as_leader(buf)
+        except RecordTooLargeError:
+            result["error_code"] = ErrorCode.MESSAGE_TOO_LARGE
+            return result, None
+        except (CorruptRecordError, LogError) as exc:
+            log.warning("%s: append failed: %s", partition.name, exc)
+            result["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+            return result, None
+        partition.complete(completions)
+        result.update(base_offset=first, log_start_offset=partition.log.log_start_offset)
+        if acks != -1:
+            return result, None
+        reg = st.register_produce_waiter(last + 1, deadline, min_isr)
+        if reg.completion is not None:
+            if reg.completion.error != ErrorCode.NONE:
+                result["error_code"] = int(reg.completion.error)
+            return result, None
+        slot = partition.add_waiter(reg.waiter_id)
+        return result, (partition, slot, reg.waiter_id)
+
+    # --------------------------------------------------------------------- fetch
+
+    async def fetch(self, body: dict, version: int) -> dict:
+        replica_id = body["replica_state"]["replica_id"] if version >= 15 else body["replica_id"]
+        is_follower = replica_id >= 0
+        max_wait_s = max(body["max_wait_ms"], 0) / 1000
+        min_bytes = body["min_bytes"]
+        max_bytes = body["max_bytes"] if version >= 3 else 0x7FFFFFFF
+        wanted = []
+        for topic in body["topics"]:
+            name = topic["topic"]
+            if version >= 13:
+                t = self.replicas.image.topic_by_id(topic["topic_id"])
+                name = t.name if t is not None else None
+            for p in topic["partitions"]:
+                wanted.append((topic, name, p))
+        deadline = trio.current_time() + max_wait_s
+        while True:
+            responses, total, events = self._read_all(wanted, replica_id, is_follower, max_bytes, version)
+            if total >= min_bytes or max_wait_s <= 0 or trio.current_time() >= deadline or not events:
+                break
+            with trio.move_on_at(deadline):
+                await _first_of(events)
+        return {"error_code": 0, "session_id": 0, "responses": responses}
+
+    def _read_all(self, wanted, replica_id, is_follower, max_bytes, version):
+        now = clock.monotonic_ms()
+        out = []
+        by_topic = {}
+        total = 0
+        events = []
+        for topic, name, p in wanted:
+            resp = self._read_partition(name, p, replica_id, is_follower, max(max_bytes - total, 0), now)
+            data = resp.get("records") or b""
+            total += len(data)
+            partition = self.replicas.get(name, p["partition"]) if name else None
+            if partition is not None and not data and resp["error_code"] == 0:
+                events.append(partition.data_event)
+            key = topic["topic_id"] if version >= 13 else name
+            entry = by_topic.get(key)
+            if entry is None:
+                entry = by_topic[key] = {"topic": name or topic["topic"], "topic_id": topic["topic_id"], "partitions": []}
+                out.append(entry)
+            entry["partitions"].append(resp)
+        return out, total, events
+
+    def _read_partition(self, name, p, replica_id, is_follower, max_bytes, now) -> dict:
+        index = p["partition"]
+        resp = {"partition_index": index, "error_code": 0, "high_watermark": -1,
+                "last_stable_offset": -1, "log_start_offset": -1, "records": None,
+                "preferred_read_replica": -1, "aborted_transactions": None}
+        partition = self.replicas.get(name, index) if name else None
+        if partition is None:
+            resp["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is None or \
+                self.replicas.image.topic(name) is None else ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if name is None:
+                resp["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+            return resp
+        st = partition.state
+        fetch_offset = p["fetch_offset"]
+        if is_follower:
+            result = st.on_follower_fetch(replica_id, fetch_offset, p["last_fetched_epoch"], now,
+                                          current_leader_epoch=p["current_leader_epoch"],
+                                          log_start_offset=p["log_start_offset"])
+            partition.complete(result.completed)
+            self.replicas.propose(partition, result.isr_proposal)
+            if result.error != ErrorCode.NONE:
+                resp["error_code"] = int(result.error)
+                resp.update(high_watermark=result.high_watermark, log_start_offset=result.log_start_offset)
+                if result.error == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    resp["high_watermark"] = st.high_watermark
+                return resp
+            resp.update(high_watermark=result.high_watermark, last_stable_offset=result.high_watermark,
+                        log_start_offset=result.log_start_offset)
+            if result.diverging_epoch is not None:
+                resp["diverging_epoch"] = {"epoch": result.diverging_epoch.epoch,
+                                           "end_offset": result.diverging_epoch.end_offset}
+                return resp
+            max_offset = None
+        else:
+            error = st.check_leader_epoch(p["current_leader_epoch"])
+            if error != ErrorCode.NONE:
+                resp["error_code"] = int(error)
+                return resp
+            max_offset = st.high_watermark
+            resp.update(high_watermark=st.high_watermark, last_stable_offset=st.high_watermark,
+                        log_start_offset=partition.log.log_start_offset)
+            diverging = st.diverging_epoch(fetch_offset, p["last_fetched_epoch"]) if p["last_fetched_epoch"] >= 0 else None
+            if diverging is not None:
+                resp["diverging_epoch"] = {"epoch": diverging.epoch, "end_offset": diverging.end_offset}
+                return resp
+        limit = min(max_bytes, p["partition_max_bytes"])
+        try:
+            result = partition.log.read(fetch_offset, limit, max_offset=max_offset,
+                                        min_one_batch=True)
+        except OffsetOutOfRangeError:
+            resp["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+            return resp
+        if limit <= 0 and result.records:
+            resp["records"] = b""
+        else:
+            resp["records"] = result.records or b""
+        return resp
+
+    # --------------------------------------------------------------- list offsets
+
+    def list_offsets(self, body: dict, version: int) -> dict:
+        topics = []
+        for topic in body["topics"]:
+            parts = []
+            for p in topic["partitions"]:
+                parts.append(self._list_offset(topic["name"], p, body["replica_id"]))
+            topics.append({"name": topic["name"], "partitions": parts})
+        return {"topics": topics}
+
+    def _list_offset(self, name: str, p: dict, replica_id: int) -> dict:
+        resp = {"partition_index": p["partition_index"], "error_code": 0, "timestamp": -1,
+                "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
+        partition = self.replicas.get(name, p["partition_index"])
+        if partition is None:
+            known = self.replicas.image.topic(name)
+            resp["error_code"] = (ErrorCode.NOT_LEADER_OR_FOLLOWER if known and p["partition_index"] in known.partitions
+                                  else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return resp
+        st = partition.state
+        error = st.check_leader_epoch(p["current_leader_epoch"])
+        if error != ErrorCode.NONE:
+            resp["error_code"] = int(error)
+            return resp
+        ts = p["timestamp"]
+        plog = partition.log
+        if ts == EARLIEST_TIMESTAMP or ts in (-4, -5):
+            resp.update(offset=plog.log_start_offset)
+        elif ts == LATEST_TIMESTAMP:
+            # A follower asking (replica id set) wants the log end; a consumer the HW.
+            latest = plog.log_end_offset if replica_id >= 0 else st.high_watermark
+            resp.update(offset=latest, leader_epoch=st.leader_epoch)
+        elif ts == MAX_TIMESTAMP:
+            best = None
+            for h, _ in plog.iter_batches():
+                if h.base_offset >= st.high_watermark:
+                    break
+                if best is None or h.max_timestamp > best.max_timestamp:
+                    best = h
+            if best is not None:
+                resp.update(offset=best.last_offset, timestamp=best.max_timestamp,
+                            leader_epoch=best.partition_leader_epoch)
+        else:
+            found = plog.offset_for_timestamp(ts)
+            if found is not None and found.offset < st.high_watermark:
+                offset = found.offset
+                timestamp = found.max_timestamp
+                # The exact record: the first one in the batch at or after ``ts``.
+                from kraft.records import RecordBatch
+
+                try:
+                    batch = RecordBatch.decode(found.batch)
+                    for off, rts, _ in batch.iter_resolved():
+                        if rts >= ts and off >= plog.log_start_offset:
+                            offset, timestamp = off, rts
+                            break
+                except CorruptRecordError:
+                    pass
+                resp.update(offset=offset, timestamp=timestamp, leader_epoch=found.header.partition_leader_epoch)
+        if resp["offset"] >= 0:
+            resp["old_style_offsets"] = [resp["offset"]]
+        return resp
+
+    # --------------------------------------------------------- offset for leader epoch
+
+    def offset_for_leader_epoch(self, body: dict, version: int) -> dict:
+        topics = []
+        for topic in body["topics"]:
+            parts = []
+            for p in topic["partitions"]:
+                out = {"partition": p["partition"], "error_code": 0, "leader_epoch": -1, "end_offset": -1}
+                partition = self.replicas.get(topic["topic"], p["partition"])
+                if partition is None:
+                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    error, epoch, end = partition.state.offset_for_leader_epoch(
+                        p["current_leader_epoch"], p["leader_epoch"])
+                    out.update(error_code=int(error), leader_epoch=epoch, end_offset=end)
+                parts.append(out)
+            topics.append({"topic": topic["topic"], "partitions": parts})
+        return {"topics": topics}
+
+
+async def _first_of(events: list[trio.Event]) -> None:
+    """Return when any of ``events`` is set."""
+    async with trio.open_nursery() as nursery:
+        for event in events:
+            async def wait(e=event):
+                await e.wait()
+                nursery.cancel_scope.cancel()
+            nursery.start_soon(wait)
+
+
+def whole_batches_prefix(data: bytes) -> bytes:
+    """``data`` cut after its last whole batch (a fetch may end with a partial one)."""
+    end = 0
+    for pos, h in iter_batches(data, check_crc=False):
+        end = pos + h.size
+    return data[:end] if end != len(data) else data
+
+
+__all__ = ["DataPath", "Partition", "whole_batches_prefix"]

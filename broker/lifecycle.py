@@ -1,0 +1,119 @@
+"""A broker's registration and heartbeats with the active controller (KIP-631).
+
+Start-up: register (a new incarnation id per process start; the controller answers with the
+broker epoch), then heartbeat every ``broker.heartbeat.interval.ms`` with the metadata
+offset this broker has applied.  The controller unfences the broker once that offset
+reaches its registration record.  Shutdown: heartbeats ask for controlled shutdown until
+the controller has moved leadership away and answers ``should_shut_down``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import trio
+
+from broker.controller_channel import ControllerChannel, ControllerUnavailable
+from broker.metadata_listener import MetadataListener
+from kraft.protocol.error_codes import ErrorCode
+from kraft.server_config import ServerConfig
+
+log = logging.getLogger(__name__)
+
+METADATA_VERSION_RANGE = (1, 21)  # metadata.version feature levels this broker can read
+
+
+class BrokerLifecycle:
+    def __init__(self, config: ServerConfig, cluster_id: str, channel: ControllerChannel,
+                 metadata: MetadataListener):
+        self.config = config
+        self.cluster_id = cluster_id
+        self.channel = channel
+        self.metadata = metadata
+        self.incarnation_id = uuid.uuid4()
+        self.broker_epoch = -1
+        self.fenced = True
+        self.registered = trio.Event()
+        self.unfenced = trio.Event()
+        self._want_shutdown = False
+        self.shutdown_granted = trio.Event()
+
+    def registration_body(self) -> dict:
+        listeners = [{"name": e.listener, "host": e.host or "127.0.0.1", "port": e.port, "security_protocol": 0}
+                     for e in self.config.advertised_listeners
+                     if e.listener not in self.config.controller_listener_names]
+        lo, hi = METADATA_VERSION_RANGE
+        return {
+            "broker_id": self.config.node_id, "cluster_id": self.cluster_id,
+            "incarnation_id": self.incarnation_id, "listeners": listeners,
+            "features": [{"name": "metadata.version", "min_supported_version": lo, "max_supported_version": hi}],
+            "rack": self.config["broker.rack"], "is_migrating_zk_broker": False,
+            "log_dirs": [], "previous_broker_epoch": -1,
+        }
+
+    async def run(self) -> None:
+        interval = self.config["broker.heartbeat.interval.ms"] / 1000
+        while True:
+            await self._register()
+            while self.broker_epoch >= 0:
+                try:
+                    await self._heartbeat()
+                except ControllerUnavailable as exc:
+                    log.info("heartbeat failed: %s", exc)
+                if self.shutdown_granted.is_set():
+                    return
+                await trio.sleep(interval / 4 if self._want_shutdown else interval)
+
+    async def _register(self) -> None:
+        while True:
+            try:
+                response = await self.channel.request("BrokerRegistration", 4, self.registration_body())
+            except ControllerUnavailable as exc:
+                log.info("registration failed: %s", exc)
+                await trio.sleep(0.5)
+                continue
+            error = response["error_code"]
+            if error == ErrorCode.NONE:
+                self.broker_epoch = response["broker_epoch"]
+                log.info("registered with broker epoch %d", self.broker_epoch)
+                self.registered.set()
+                return
+            log.warning("registration refused: %s", ErrorCode(error).name)
+            if error == ErrorCode.INCONSISTENT_CLUSTER_ID:
+                raise RuntimeError("the controller quorum belongs to a different cluster id")
+            await trio.sleep(1.0)
+
+    async def _heartbeat(self) -> None:
+        body = {"broker_id": self.config.node_id, "broker_epoch": self.broker_epoch,
+                "current_metadata_offset": self.metadata.image.offset,
+                "want_fence": False, "want_shut_down": self._want_shutdown}
+        response = await self.channel.request("BrokerHeartbeat", 1, body, timeout_s=10)
+        error = response["error_code"]
+        if error == ErrorCode.STALE_BROKER_EPOCH:
+            log.warning("heartbeat refused as stale: registering again")
+            self.broker_epoch = -1
+            return
+        if error != ErrorCode.NONE:
+            log.info("heartbeat error %s", ErrorCode(error).name)
+            return
+        was_fenced, self.fenced = self.fenced, response["is_fenced"]
+        if was_fenced and not self.fenced:
+            log.info("unfenced")
+            self.unfenced.set()
+        if self._want_shutdown and response["should_shut_down"]:
+            self.shutdown_granted.set()
+
+    async def controlled_shutdown(self, timeout_s: float) -> None:
+        """Ask the controller to move leadership away; wait (bounded) for its go-ahead."""
+        if self.broker_epoch < 0:
+            return
+        self._want_shutdown = True
+        with trio.move_on_after(timeout_s):
+            while not self.shutdown_granted.is_set():
+                try:
+                    await self._heartbeat()
+                except ControllerUnavailable:
+                    return
+                if not self.shutdown_granted.is_set():
+                    await trio.sleep(0.1)

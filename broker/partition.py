@@ -1,0 +1,132 @@
+"""One partition replica on this broker: its log, its replication state, its producers.
+
+The trio-side companion of the sans-IO ``PartitionState``: it owns the ``Log`` and the
+leader-epoch checkpoint file, turns state decisions into appends and truncations, and wakes
+the tasks waiting on this partition (acks=all producers, long-polling fetches).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import trio
+
+from broker.leader_epoch_cache import LeaderEpochCache
+from broker.partition_state import PartitionState
+from broker.partition_state_types import ProduceCompletion
+from broker.producer_state import ProducerStateManager
+from kraft.log import Log
+from kraft.protocol.error_codes import ErrorCode
+from kraft.records.header import iter_batches
+
+log = logging.getLogger(__name__)
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+
+
+class Partition:
+    def __init__(self, topic: str, index: int, topic_id, plog: Log, broker_id: int, *,
+                 high_watermark: int = 0, unsafe_ack_before_replication: bool = False):
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = plog
+        self._epoch_path = Path(plog.dir) / LEADER_EPOCH_CHECKPOINT
+        cache = LeaderEpochCache.read_checkpoint(self._epoch_path)
+        cache.truncate_from_end(plog.log_end_offset)  # entries past a recovered log end
+        self._written_epochs = cache.entries
+        self.state = PartitionState(
+            broker_id, cache, log_start_offset=plog.log_start_offset,
+            log_end_offset=plog.log_end_offset, high_watermark=high_watermark,
+            unsafe_ack_before_replication=unsafe_ack_before_replication)
+        self.producers = ProducerStateManager()
+        self.producers.truncate_and_reload(h for h, _ in plog.iter_batches())
+        self._data = trio.Event()
+        self._waiters: dict[int, list] = {}  # waiter id -> [event, error]
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+    # -- waking waiters ---------------------------------------------------------------
+
+    def notify(self) -> None:
+        """New data or a new high watermark: wake long-polling fetches."""
+        self._data.set()
+        self._data = trio.Event()
+
+    @property
+    def data_event(self) -> trio.Event:
+        return self._data
+
+    def add_waiter(self, waiter_id: int) -> list:
+        slot = [trio.Event(), None]
+        self._waiters[waiter_id] = slot
+        return slot
+
+    def drop_waiter(self, waiter_id: int) -> None:
+        self._waiters.pop(waiter_id, None)
+
+    def complete(self, completions) -> None:
+        for c in completions:
+            slot = self._waiters.pop(c.waiter_id, None)
+            if slot is not None:
+                slot[1] = c.error
+                slot[0].set()
+        if completions:
+            self.notify()
+
+    # -- log changes ------------------------------------------------------------------
+
+    def checkpoint_epochs(self) -> None:
+        """Write the leader-epoch checkpoint when the cache changed since the last write."""
+        entries = self.state.epoch_cache.entries
+        if entries != self._written_epochs:
+            self.state.epoch_cache.write_checkpoint(self._epoch_path)
+            self._written_epochs = entries
+
+    def append_as_leader(self, buf: bytearray) -> tuple[int, int, list[ProduceCompletion]]:
+        """Append a validated produce payload: (first offset, last offset, completions)."""
+        info = self.log.append(buf, assign_offsets=True, leader_epoch=self.state.leader_epoch)
+        # The log patched ``buf`` in place: its headers now carry the assigned offsets.
+        headers = [h for _, h in iter_batches(buf, check_crc=False)]
+        for h in headers:
+            self.producers.update(h)
+        completions = self.state.on_local_append(self.log.log_end_offset, headers)
+        self.notify()
+        return info.first_offset, info.last_offset, completions
+
+    def append_as_follower(self, data: bytes) -> list:
+        """Append fetched batches (offsets kept); returns their headers."""
+        self.log.append(data, assign_offsets=False)
+        headers = [h for _, h in iter_batches(data, check_crc=False)]
+        for h in headers:
+            self.producers.update(h)
+        self.state.on_local_append(self.log.log_end_offset, headers)
+        self.checkpoint_epochs()
+        return headers
+
+    def truncate_to(self, offset: int) -> None:
+        if offset < self.log.log_end_offset:
+            log.info("%s: truncating from %d to %d", self.name, self.log.log_end_offset, offset)
+            self.log.truncate_to(offset)
+            self.producers.truncate_and_reload(h for h, _ in self.log.iter_batches())
+        self.state.on_truncated(offset)
+        self.checkpoint_epochs()
+
+    def restart_at(self, offset: int) -> None:
+        """Our log ends before the leader's start: drop it and start over at ``offset``."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.producers.truncate_and_reload(())
+        self.checkpoint_epochs()
+
+    def close(self) -> None:
+        self.complete(self.state.become_offline().completed)
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)

@@ -1,0 +1,148 @@
+"""Follower replication: one fetch loop per leader broker, pulling every partition this
+broker follows from it (Kafka's ReplicaFetcherThread, as trio tasks).
+
+Each round sends one Fetch (replica id = this broker) carrying every followed partition's
+fetch offset and last fetched epoch; the leader long-polls it.  Records are appended with
+their offsets kept; a diverging epoch truncates the log (KIP-320); an out-of-range offset
+asks the leader for its log bounds and truncates or restarts the log.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from broker.data_path import whole_batches_prefix
+from broker.partition_state_types import EpochEndOffset
+from broker.replica_manager import ReplicaManager
+from kraft.client import KafkaClient, NodeUnavailable
+from kraft.protocol.error_codes import ErrorCode
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 12
+MAX_WAIT_MS = 500
+
+
+def broker_address(image, broker_id: int, listener_name: str | None) -> tuple[str, int] | None:
+    broker = image.broker(broker_id)
+    if broker is None or not broker.listeners:
+        return None
+    for endpoint in broker.listeners:
+        if listener_name is None or endpoint.name == listener_name:
+            return endpoint.host, endpoint.port
+    return broker.listeners[0].host, broker.listeners[0].port
+
+
+class ReplicaFetcherManager:
+    def __init__(self, broker_id: int, replicas: ReplicaManager, client: KafkaClient,
+                 listener_name: str | None, *, fetch_max_bytes: int = 10 << 20,
+                 partition_max_bytes: int = 1 << 20, backoff_s: float = 0.2):
+        self.broker_id = broker_id
+        self.replicas = replicas
+        self.client = client
+        self.listener_name = listener_name
+        self.fetch_max_bytes = fetch_max_bytes
+        self.partition_max_bytes = partition_max_bytes
+        self.backoff_s = backoff_s
+        self._running: set[int] = set()
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            while True:
+                for leader_id in self.replicas.followers_by_leader():
+                    if leader_id not in self._running:
+                        self._running.add(leader_id)
+                        nursery.start_soon(self._fetch_loop, leader_id)
+                await self.replicas.followers_changed.wait()
+
+    async def _fetch_loop(self, leader_id: int) -> None:
+        try:
+            while True:
+                partitions = self.replicas.followers_by_leader().get(leader_id)
+                if not partitions:
+                    return
+                address = broker_address(self.replicas.image, leader_id, self.listener_name)
+                if address is None:
+                    await trio.sleep(self.backoff_s)
+                    continue
+                try:
+                    progressed = await self._fetch_once(address, partitions)
+                except NodeUnavailable as exc:
+                    log.debug("fetch from broker %d failed: %s", leader_id, exc)
+                    await trio.sleep(self.backoff_s)
+                    continue
+                if not progressed:
+                    await trio.sleep(self.backoff_s)
+        finally:
+            self._running.discard(leader_id)
+
+    async def _fetch_once(self, address, partitions) -> bool:
+        sent = {}
+        topics: dict[str, list] = {}
+        for p in partitions:
+            pos = p.state.fetch_position()
+            sent[(p.topic, p.index)] = (p, pos)
+            topics.setdefault(p.topic, []).append({
+                "partition": p.index, "current_leader_epoch": pos.current_leader_epoch,
+                "fetch_offset": pos.fetch_offset, "last_fetched_epoch": pos.last_fetched_epoch,
+                "log_start_offset": pos.log_start_offset, "partition_max_bytes": self.partition_max_bytes})
+        body = {"replica_id": self.broker_id, "max_wait_ms": MAX_WAIT_MS, "min_bytes": 1,
+                "max_bytes": self.fetch_max_bytes, "isolation_level": 0,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
+        response = await self.client.request(*address, "Fetch", FETCH_VERSION, body,
+                                             timeout_s=MAX_WAIT_MS / 1000 + 10)
+        progressed = True
+        for topic in response["responses"]:
+            for resp in topic["partitions"]:
+                item = sent.get((topic["topic"], resp["partition_index"]))
+                if item is None:
+                    continue
+                partition, pos = item
+                if self.replicas.get(partition.topic, partition.index) is not partition:
+                    continue  # removed while the fetch was in flight
+                ok = await self._handle(partition, pos, resp, address)
+                progressed = progressed and ok
+        return progressed
+
+    async def _handle(self, partition, pos, resp, address) -> bool:
+        st = partition.state
+        error = resp["error_code"]
+        if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            await self._out_of_range(partition, pos, address)
+            return True
+        if error != ErrorCode.NONE:
+            log.debug("%s: fetch error %s", partition.name, ErrorCode(error).name)
+            return False
+        div = resp["diverging_epoch"]
+        diverging = EpochEndOffset(div["epoch"], div["end_offset"]) if div["end_offset"] >= 0 else None
+        if diverging is None:
+            data = whole_batches_prefix(resp["records"] or b"")
+            if data and st.leader_epoch == pos.current_leader_epoch and st.role.value == "follower":
+                partition.append_as_follower(data)
+        decision = st.on_fetch_response(resp["high_watermark"], diverging, resp["log_start_offset"],
+                                        request_leader_epoch=pos.current_leader_epoch)
+        if decision.ignored:
+            return True
+        if decision.truncate_to is not None:
+            partition.truncate_to(decision.truncate_to)
+        if decision.log_start_offset is not None:
+            partition.log.delete_records_before(decision.log_start_offset)
+        return True
+
+    async def _out_of_range(self, partition, pos, address) -> None:
+        body = {"replica_id": self.broker_id, "isolation_level": 0, "topics": [{
+            "name": partition.topic, "partitions": [
+                {"partition_index": partition.index, "current_leader_epoch": pos.current_leader_epoch,
+                 "timestamp": ts} for ts in (-2, -1)]}]}
+        response = await self.client.request(*address, "ListOffsets", 4, body, timeout_s=10)
+        parts = response["topics"][0]["partitions"]
+        start, end = parts[0]["offset"], parts[1]["offset"]
+        if parts[0]["error_code"] or parts[1]["error_code"]:
+            return
+        decision = partition.state.on_offset_out_of_range(start, end)
+        if decision.truncate_to is not None:
+            partition.truncate_to(decision.truncate_to)
+        elif decision.start_at is not None:
+            partition.restart_at(decision.start_at)

@@ -1,0 +1,187 @@
+"""The partitions this broker hosts, kept in step with the metadata image.
+
+``on_image`` reconciles: for every partition whose replicas include this broker it opens
+(or creates) the log and applies the partition registration — leader or follower, with
+its epochs and ISR; partitions that left this broker are closed and their logs deleted.
+Followers are handed to the replica fetcher; leaders serve Produce and Fetch
+(``broker/data_path.py``).  A background task shrinks ISRs, times out acks=all waiters and
+checkpoints high watermarks.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import trio
+
+from broker.partition import Partition
+from broker.partition_state_types import IsrProposal
+from kraft import clock
+from kraft.log import LogConfig, LogDir, OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT
+from kraft.server_config import ServerConfig
+from metadata.image import ConfigResourceType, MetadataImage
+
+log = logging.getLogger(__name__)
+
+
+def log_config_for(config: ServerConfig, topic_configs) -> LogConfig:
+    """A topic's LogConfig: broker defaults (``log.*``) overridden by topic configs."""
+    props = {
+        "segment.bytes": str(config["log.segment.bytes"]),
+        "segment.ms": str(config.segment_ms),
+        "retention.ms": str(config.retention_ms),
+        "retention.bytes": str(config["log.retention.bytes"]),
+        "index.interval.bytes": str(config["log.index.interval.bytes"]),
+        "segment.index.bytes": str(config["log.index.size.max.bytes"]),
+        "max.message.bytes": str(config["message.max.bytes"]),
+        "flush.messages": str(config["log.flush.interval.messages"]),
+    }
+    if config["log.flush.interval.ms"] is not None:
+        props["flush.ms"] = str(config["log.flush.interval.ms"])
+    props.update(topic_configs or {})
+    return LogConfig.from_properties(props)
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, config: ServerConfig):
+        self.broker_id = broker_id
+        self.config = config
+        self.image = MetadataImage()
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.log_dir = LogDir.open(Path(config.log_dirs[0]), clock=clock.wall_ms)
+        self._hw_checkpoint = OffsetCheckpointFile(Path(config.log_dirs[0]) / REPLICATION_OFFSET_CHECKPOINT)
+        self._checkpointed_hw = self._hw_checkpoint.read()
+        self.unsafe_ack = bool(config["kraft.unsafe.ack.before.replication"])
+        if self.unsafe_ack:
+            log.warning("UNSAFE MODE: kraft.unsafe.ack.before.replication=true — acks=all is "
+                        "answered after the leader's local write; acknowledged data WILL be "
+                        "lost when a leader fails. For fault-injection tests only.")
+        self.followers_changed = trio.Event()
+        self.isr_proposals: list[tuple[Partition, IsrProposal]] = []
+        self.isr_proposal_event = trio.Event()
+
+    # -- lookups ----------------------------------------------------------------------
+
+    def get(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def followers_by_leader(self) -> dict[int, list[Partition]]:
+        out: dict[int, list[Partition]] = {}
+        for p in self.partitions.values():
+            if p.state.role.value == "follower" and p.state.leader_id >= 0:
+                out.setdefault(p.state.leader_id, []).append(p)
+        return out
+
+    def topic_config(self, topic: str) -> dict:
+        return dict(self.image.config(ConfigResourceType.TOPIC, topic))
+
+    def min_insync_replicas(self, topic: str) -> int:
+        value = self.image.config(ConfigResourceType.TOPIC, topic).get("min.insync.replicas")
+        return int(value) if value is not None else self.config["min.insync.replicas"]
+
+    # -- metadata ---------------------------------------------------------------------
+
+    def on_image(self, previous: MetadataImage, image: MetadataImage) -> None:
+        self.image = image
+        now = clock.monotonic_ms()
+        wanted = set()
+        for topic in image.topics_by_name.values():
+            for index, reg in topic.partitions.items():
+                if self.broker_id not in reg.replicas:
+                    continue
+                key = (topic.name, index)
+                wanted.add(key)
+                old_topic = previous.topics_by_name.get(topic.name)
+                old_reg = old_topic.partitions.get(index) if old_topic and old_topic.id == topic.id else None
+                partition = self.partitions.get(key)
+                if partition is not None and partition.topic_id != topic.id:
+                    self._remove(key)  # a deleted and re-created topic of the same name
+                    partition = None
+                if partition is None:
+                    partition = self._open(topic.name, index, topic.id)
+                    old_reg = None
+                if old_reg == reg:
+                    continue
+                self._apply(partition, reg, now)
+        for key in [k for k in self.partitions if k not in wanted]:
+            self._remove(key)
+        self.followers_changed.set()
+        self.followers_changed = trio.Event()
+
+    def _open(self, topic: str, index: int, topic_id) -> Partition:
+        config = log_config_for(self.config, self.topic_config(topic))
+        plog = self.log_dir.get_or_create((topic, index), config)
+        hw = self._checkpointed_hw.get((topic, index), 0)
+        partition = Partition(topic, index, topic_id, plog, self.broker_id,
+                              high_watermark=hw, unsafe_ack_before_replication=self.unsafe_ack)
+        self.partitions[(topic, index)] = partition
+        return partition
+
+    def _apply(self, partition: Partition, reg, now: int) -> None:
+        st = partition.state
+        leo = partition.log.log_end_offset
+        if reg.leader == self.broker_id:
+            if st.is_leader and reg.leader_epoch == st.leader_epoch:
+                partition.complete(st.on_partition_change_committed(reg.isr, reg.partition_epoch, reg.replicas))
+            else:
+                change = st.become_leader(reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr,
+                                          leo, st.high_watermark, now)
+                if change.applied:
+                    log.info("%s: leader in epoch %d, ISR %s", partition.name, reg.leader_epoch, list(reg.isr))
+                partition.complete(change.completed)
+            partition.checkpoint_epochs()
+        else:
+            change = st.become_follower(reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas,
+                                        reg.isr, leo, st.high_watermark, now)
+            partition.complete(change.completed)
+        partition.notify()
+
+    def _remove(self, key) -> None:
+        partition = self.partitions.pop(key)
+        partition.close()
+        self.log_dir.delete(key)
+        log.info("%s: replica removed and its log deleted", partition.name)
+
+    # -- background work --------------------------------------------------------------
+
+    def propose(self, partition: Partition, proposal: IsrProposal | None) -> None:
+        if proposal is not None:
+            self.isr_proposals.append((partition, proposal))
+            self.isr_proposal_event.set()
+
+    async def run_maintenance(self) -> None:
+        """ISR shrink checks, acks=all deadlines, HW checkpoints, retention."""
+        lag_ms = self.config["replica.lag.time.max.ms"]
+        hw_every_ms = self.config["replica.high.watermark.checkpoint.interval.ms"]
+        retention_every_ms = self.config["log.retention.check.interval.ms"]
+        last_hw = last_retention = clock.monotonic_ms()
+        while True:
+            await trio.sleep(0.05)
+            now = clock.monotonic_ms()
+            for partition in list(self.partitions.values()):
+                st = partition.state
+                partition.complete(st.on_tick(now))
+                if st.is_leader:
+                    self.propose(partition, st.maybe_shrink_isr(now, lag_ms))
+            if now - last_hw >= hw_every_ms:
+                last_hw = now
+                self.checkpoint_high_watermarks()
+            if now - last_retention >= retention_every_ms:
+                last_retention = now
+                for partition in list(self.partitions.values()):
+                    if partition.state.is_leader or partition.state.role.value == "follower":
+                        partition.log.apply_retention(upper_bound_offset=partition.state.high_watermark)
+                        partition.state.on_log_start_offset(partition.log.log_start_offset)
+
+    def checkpoint_high_watermarks(self) -> None:
+        hws = {key: p.state.high_watermark for key, p in self.partitions.items()}
+        self._hw_checkpoint.write(hws)
+        self._checkpointed_hw = dict(hws)
+
+    def close(self) -> None:
+        self.checkpoint_high_watermarks()
+        for partition in self.partitions.values():
+            partition.checkpoint_epochs()
+            partition.close()
+        self.log_dir.close()

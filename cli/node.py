@@ -1,0 +1,220 @@
+"""One kraft node: its roles (controller, broker or both) composed over one Raft driver.
+
+Lifetime is one trio nursery.  SIGTERM or SIGINT starts a clean shutdown: a broker asks the
+controller to move its leaderships away (controlled shutdown) and closes its logs cleanly;
+a controller that leads the quorum resigns so the others elect at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import signal
+from random import Random
+
+import trio
+
+from broker.api import BrokerApi
+from broker.controller_channel import ControllerChannel
+from broker.data_path import DataPath
+from broker.lifecycle import BrokerLifecycle
+from broker.metadata_listener import MetadataListener
+from broker.network import serve_kafka
+from broker.replica_fetcher import ReplicaFetcherManager
+from broker.replica_manager import ReplicaManager
+from kraft.client import KafkaClient
+from kraft.protocol import rpc
+from kraft.protocol.error_codes import ErrorCode
+from kraft.raft.config import RaftConfig
+from kraft.raft.disk import RaftStorage
+from kraft.raft.driver import PeerAddress, RaftDriver
+from kraft.server_config import ServerConfig
+from metadata.controller import ControllerConfig, QuorumController
+from metadata.controller_server import ControllerServer
+
+log = logging.getLogger("kraft.node")
+
+QUORUM_APIS = {"Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "FetchSnapshot"}
+
+
+class FanOutListener:
+    """One Raft listener feeding several roles (combined mode: controller and broker)."""
+
+    def __init__(self, listeners):
+        self.listeners = listeners
+
+    def handle_load_snapshot(self, snapshot_id, records):
+        for listener in self.listeners:
+            listener.handle_load_snapshot(snapshot_id, records)
+
+    def handle_commit(self, batch):
+        for listener in self.listeners:
+            listener.handle_commit(batch)
+
+    def handle_leader_change(self, leader):
+        for listener in self.listeners:
+            listener.handle_leader_change(leader)
+
+
+def raft_config(config: ServerConfig) -> RaftConfig:
+    return RaftConfig(
+        node_id=config.node_id, voters=frozenset(v.node_id for v in config.voters),
+        election_timeout_ms=config["controller.quorum.election.timeout.ms"],
+        fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
+        election_backoff_max_ms=config["controller.quorum.election.backoff.max.ms"],
+        request_timeout_ms=config["controller.quorum.request.timeout.ms"],
+    )
+
+
+def controller_config(config: ServerConfig, cluster_id: str) -> ControllerConfig:
+    props = {k: config[k] for k in ("node.id", "num.partitions", "default.replication.factor",
+                                    "broker.session.timeout.ms", "metadata.max.idle.interval.ms",
+                                    "unclean.leader.election.enable", "delete.topic.enable")}
+    return ControllerConfig.from_properties(props, cluster_id=cluster_id)
+
+
+class Node:
+    def __init__(self, config: ServerConfig, cluster_id: str):
+        self.config = config
+        self.cluster_id = cluster_id
+        self.voters = {v.node_id: PeerAddress(v.host, v.port) for v in config.voters}
+        self.controller: ControllerServer | None = None
+        self.metadata: MetadataListener | None = None
+        self.replicas: ReplicaManager | None = None
+        self.lifecycle: BrokerLifecycle | None = None
+        self.driver: RaftDriver | None = None
+
+    def _own_host(self) -> str | None:
+        hosts = {e.host for e in self.config.listeners if e.host}
+        return hosts.pop() if len(hosts) == 1 and not hosts & {"0.0.0.0", "::"} else None
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        config = self.config
+        async with trio.open_nursery() as nursery:
+            client = KafkaClient(nursery, client_id=f"kraft-node-{config.node_id}",
+                                 local_address=self._own_host())
+            listeners = []
+            if config.is_controller:
+                qc = QuorumController(controller_config(config, self.cluster_id))
+                self.controller = ControllerServer(
+                    config.node_id, qc,
+                    snapshot_bytes=config["metadata.log.max.record.bytes.between.snapshots"],
+                    snapshot_interval_ms=config["metadata.log.max.snapshot.interval.ms"])
+                listeners.append(self.controller)
+            if config.is_broker:
+                self.metadata = MetadataListener()
+                listeners.append(self.metadata)
+            storage = RaftStorage(config.metadata_log_dir, segment_bytes=config["metadata.log.segment.bytes"])
+            self.driver = RaftDriver(raft_config(config), storage, client, self.voters,
+                                     FanOutListener(listeners), cluster_id=self.cluster_id, rng=Random())
+            if self.controller:
+                self.controller.driver = self.driver
+                endpoint = next(config.listener(n) for n in config.controller_listener_names if config.listener(n))
+                await nursery.start(functools.partial(
+                    serve_kafka, self._controller_request, endpoint.host or "0.0.0.0", endpoint.port,
+                    max_frame_bytes=config["socket.request.max.bytes"]))
+                nursery.start_soon(self.controller.run)
+            if config.is_broker:
+                await self._start_broker(nursery, client)
+            await nursery.start(self.driver.run)
+            log.info("node %d started (%s)", config.node_id, ",".join(sorted(config.roles)))
+            task_status.started()
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for sig in signals:
+                    log.info("received %s: shutting down", signal.Signals(sig).name)
+                    break
+            with trio.move_on_after(30):
+                await self.shutdown()
+            nursery.cancel_scope.cancel()
+        if self.replicas is not None:
+            self.replicas.close()
+        log.info("node %d stopped", config.node_id)
+
+    async def _start_broker(self, nursery: trio.Nursery, client: KafkaClient) -> None:
+        config = self.config
+        self.replicas = ReplicaManager(config.node_id, config)
+        self.metadata.subscribers.append(self.replicas.on_image)
+        channel = ControllerChannel(client, self.voters, lambda: self.metadata.leader.leader_id)
+        self.metadata.leader_subscribers.append(channel.on_leader_change)
+        self.lifecycle = BrokerLifecycle(config, self.cluster_id, channel, self.metadata)
+        data = DataPath(self.replicas)
+        api = BrokerApi(config, self.cluster_id, self.metadata, data, channel, nursery)
+        api.broker_epoch_fn = lambda: self.lifecycle.broker_epoch
+        endpoint = config.broker_listeners[0]
+        await nursery.start(functools.partial(
+            serve_kafka, api.handle, endpoint.host or "0.0.0.0", endpoint.port, supported=api.supported,
+            max_frame_bytes=config["socket.request.max.bytes"]))
+        ibl = config["inter.broker.listener.name"]
+        fetchers = ReplicaFetcherManager(config.node_id, self.replicas, client,
+                                         ibl.upper() if ibl else endpoint.listener,
+                                         fetch_max_bytes=config["replica.fetch.response.max.bytes"],
+                                         partition_max_bytes=config["replica.fetch.max.bytes"])
+        nursery.start_soon(self.lifecycle.run)
+        nursery.start_soon(self.replicas.run_maintenance)
+        nursery.start_soon(fetchers.run)
+        nursery.start_soon(self._send_isr_proposals, channel)
+
+    async def _send_isr_proposals(self, channel: ControllerChannel) -> None:
+        replicas = self.replicas
+        while True:
+            await replicas.isr_proposal_event.wait()
+            replicas.isr_proposal_event = trio.Event()
+            proposals, replicas.isr_proposals = replicas.isr_proposals, []
+            for partition, proposal in proposals:
+                body = {"broker_id": self.config.node_id, "broker_epoch": self.lifecycle.broker_epoch,
+                        "topics": [{"topic_name": partition.topic, "topic_id": partition.topic_id, "partitions": [{
+                            "partition_index": partition.index, "leader_epoch": proposal.leader_epoch,
+                            "new_isr": list(proposal.new_isr), "leader_recovery_state": 0,
+                            "partition_epoch": proposal.partition_epoch}]}]}
+                try:
+                    resp = await channel.request("AlterPartition", 2, body, timeout_s=10)
+                    error = resp["error_code"] or resp["topics"][0]["partitions"][0]["error_code"]
+                except Exception as exc:  # noqa: BLE001 - any failure: forget the proposal
+                    log.info("%s: AlterPartition failed: %s", partition.name, exc)
+                    error = ErrorCode.UNKNOWN_SERVER_ERROR
+                if error:
+                    log.info("%s: ISR change %s -> %s refused: %s", partition.name, proposal.kind.value,
+                             list(proposal.new_isr), ErrorCode(error).name)
+                    partition.complete(partition.state.on_alter_partition_failed())
+                else:
+                    log.info("%s: ISR %s -> %s", partition.name, proposal.kind.value, list(proposal.new_isr))
+
+    async def _controller_request(self, request: rpc.Request) -> dict:
+        api = request.api
+        if api in QUORUM_APIS:
+            return await self.driver.handle(api, request.body)
+        if api == "ApiVersions":
+            from kraft.protocol import codec
+
+            keys = sorted(rpc.API_KEYS[a] for a in ("ApiVersions", "Vote", "BeginQuorumEpoch",
+                          "EndQuorumEpoch", "Fetch", "FetchSnapshot", "DescribeQuorum")) + sorted(
+                rpc.API_KEYS[a] for a in _controller_apis())
+            return {"error_code": 0, "api_keys": [
+                {"api_key": k, "min_version": codec.versions_of(rpc.API_NAMES[k]).lo,
+                 "max_version": codec.versions_of(rpc.API_NAMES[k]).hi} for k in keys]}
+        if api == "DescribeQuorum":
+            return self.driver.describe_quorum()
+        return await self.controller.handle(api, request.version, request.body)
+
+    async def shutdown(self) -> None:
+        if self.lifecycle is not None:
+            await self.lifecycle.controlled_shutdown(timeout_s=10)
+        if self.driver is not None:
+            await self.driver.shutdown()
+
+
+def _controller_apis():
+    from metadata.controller import HANDLERS
+
+    return HANDLERS
+
+
+def setup_logging(node_id: int, level: str = "INFO") -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format=f"%(asctime)s [node {node_id}] %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def run(config: ServerConfig, cluster_id: str) -> None:
+    trio.run(Node(config, cluster_id).run)

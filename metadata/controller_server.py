@@ -1,0 +1,156 @@
+"""The trio shell of the QuorumController on a controller node.
+
+It is the Raft listener of the controller role: committed batches are replayed into the
+controller, snapshots loaded, leader changes turned into activation or resignation.  As in
+Kafka, a newly elected node becomes the *active* controller only once it has applied the
+log up to the start of its own epoch (the LeaderChange record), so its working image holds
+every earlier committed record.
+
+Requests (BrokerRegistration, BrokerHeartbeat, CreateTopics, ...) are handled by the sans-IO
+controller; its records are appended through Raft as one batch at exactly the offsets the
+controller counted on, and the response leaves once they have committed.  Any mismatch or
+loss of leadership answers NOT_CONTROLLER and the client retries elsewhere.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from kraft import clock
+from kraft.protocol.error_codes import ErrorCode
+from kraft.raft.messages import Batch, LeaderAndEpoch, OffsetAndEpoch
+from kraft.raft.node import NotLeaderError
+from metadata import serde
+from metadata.controller import HANDLERS, ControllerResult, QuorumController
+from metadata.controller.common import error_response
+
+log = logging.getLogger(__name__)
+
+
+class ControllerServer:
+    def __init__(self, node_id: int, controller: QuorumController, *, tick_interval_s: float = 0.1,
+                 snapshot_bytes: int = 20 << 20, snapshot_interval_ms: int = 3_600_000):
+        self.node_id = node_id
+        self.controller = controller
+        self.driver = None  # set by the node before the Raft driver starts
+        self.tick_interval_s = tick_interval_s
+        self.snapshot_bytes = snapshot_bytes
+        self.snapshot_interval_ms = snapshot_interval_ms
+        self._activate_at: tuple[int, int] | None = None  # (epoch, end offset to reach)
+        self._applied_end = 0
+        self._leadership = trio.Event()  # replaced at every leadership change
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = clock.monotonic_ms()
+        self._snapshot_end = 0
+
+    # ------------------------------------------------------------------ RaftListener
+
+    def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, records: list[bytes]) -> None:
+        self.controller.load_snapshot(serde.decode_all(records), snapshot_id.offset - 1)
+        self._applied_end = snapshot_id.offset
+        self._snapshot_end = snapshot_id.offset
+
+    def handle_commit(self, batch: Batch) -> None:
+        records = [] if batch.control else serde.decode_all(batch.records)
+        self.controller.replay(records, batch.last_offset)
+        self._applied_end = batch.end_offset
+        self._bytes_since_snapshot += sum(len(r) for r in batch.records)
+        self._maybe_activate()
+
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
+        self._leadership.set()
+        self._leadership = trio.Event()
+        if leader.leader_id == self.node_id:
+            # Our LeaderChange record ends the log right now; activate once it is applied.
+            self._activate_at = (leader.epoch, self.driver.node.log.end_offset)
+            self._maybe_activate()
+        else:
+            self._activate_at = None
+            if self.controller.is_active:
+                log.info("controller %d: no longer active", self.node_id)
+            self.controller.on_leader_change(leader.leader_id if leader.leader_id >= 0 else None, leader.epoch)
+
+    def _maybe_activate(self) -> None:
+        if self._activate_at is None:
+            return
+        epoch, end = self._activate_at
+        if self._applied_end >= end and self.driver.is_leader and self.driver.leader.epoch == epoch:
+            self._activate_at = None
+            self.controller.on_leader_change(self.node_id, epoch, self.driver.node.log.end_offset)
+            log.info("controller %d: active in epoch %d", self.node_id, epoch)
+
+    # ------------------------------------------------------------------ requests
+
+    async def handle(self, api: str, version: int, body: dict) -> dict:
+        if api not in HANDLERS:
+            raise KeyError(api)
+        if not self.controller.is_active:
+            return error_response(api, body, ErrorCode.NOT_CONTROLLER)
+        result = self.controller.handle(api, version, body, clock.monotonic_ms())
+        ok = await self._commit(result)
+        if not ok:
+            return error_response(api, body, ErrorCode.NOT_CONTROLLER)
+        return result.response
+
+    async def _commit(self, result: ControllerResult, timeout_s: float = 10.0) -> bool:
+        """Append the result's records and wait until its commit offset has committed."""
+        if result.records:
+            try:
+                last, _ = self.driver.propose(serde.encode_all(result.records))
+            except NotLeaderError:
+                self.controller.resign()
+                return False
+            if last != result.commit_offset:
+                log.warning("controller %d: records landed at %d, expected %d; resigning",
+                            self.node_id, last, result.commit_offset)
+                self.controller.resign()
+                return False
+        if result.commit_offset < 0:
+            return True
+        leadership = self._leadership
+        with trio.move_on_after(timeout_s):
+            async with trio.open_nursery() as nursery:
+                async def committed():
+                    await self.driver.wait_committed(result.commit_offset)
+                    nursery.cancel_scope.cancel()
+
+                async def lost():
+                    await leadership.wait()
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(committed)
+                nursery.start_soon(lost)
+        return self.driver.committed_offset > result.commit_offset
+
+    # ------------------------------------------------------------------ background
+
+    async def run(self) -> None:
+        """Ticks: session expiry (fencing), NoOpRecords, leader rebalance; snapshots."""
+        async with trio.open_nursery() as nursery:
+            while True:
+                await trio.sleep(self.tick_interval_s)
+                if self.controller.is_active:
+                    result = self.controller.tick(clock.monotonic_ms())
+                    if result.records:
+                        nursery.start_soon(self._commit, result)
+                self._maybe_snapshot()
+
+    def _maybe_snapshot(self) -> None:
+        due = (self._bytes_since_snapshot >= self.snapshot_bytes
+               or (self._bytes_since_snapshot > 0
+                   and clock.monotonic_ms() - self._last_snapshot_ms >= self.snapshot_interval_ms))
+        image = self.controller.image
+        end = image.offset + 1
+        if not due or end <= self._snapshot_end or end > self.driver.committed_offset:
+            return
+        try:
+            self.driver.create_snapshot(end, serde.encode_all(image.records()))
+        except ValueError as exc:
+            log.debug("snapshot at %d not possible yet: %s", end, exc)
+            return
+        self._snapshot_end = end
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = clock.monotonic_ms()
+        log.info("controller %d: snapshot at offset %d", self.node_id, end)
