@@ -70,5 +70,61 @@ def start_command(config_path, overrides, log_level) -> None:
         pass
 
 
+@main.command("cluster")
+@click.option("--controllers", default=3, show_default=True, help="Controller quorum size.")
+@click.option("--brokers", default=0, show_default=True,
+              help="Broker-only nodes; 0 runs every node as controller and broker (combined mode).")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="Where nodes keep their data and logs (default: a new temporary directory).")
+@click.option("--port", "first_port", default=9092, show_default=True,
+              help="First broker port; brokers take consecutive ports (0: any free ports).")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="A server.properties key for every node (repeatable).")
+def cluster_command(controllers, brokers, data_dir, first_port, host, overrides) -> None:
+    """Format and run a local development cluster until Ctrl-C."""
+    import signal
+    import tempfile
+    import time
+
+    from kraft.local_cluster import LocalCluster
+
+    try:
+        extra = parse_overrides(overrides)
+    except ConfigError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(1)
+    base = data_dir or tempfile.mkdtemp(prefix="kraft-cluster-")
+    cluster = LocalCluster(base, controllers=controllers, brokers=brokers, host=host,
+                           first_broker_port=first_port or None, overrides=extra)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    try:
+        cluster.format()
+        cluster.start_all()
+        click.echo(f"kraft cluster {cluster.cluster_id}: {len(cluster.nodes)} nodes, data in {base}")
+        for node in cluster.nodes.values():
+            click.echo(f"  node {node.node_id} ({','.join(node.roles)}): log {node.log_path}")
+        click.echo(f"bootstrap.servers={cluster.bootstrap_servers}")
+        click.echo("Ctrl-C stops the cluster.")
+        while not stop:
+            for node in cluster.nodes.values():
+                if node.process is not None and node.process.poll() is not None:
+                    click.echo(f"node {node.node_id} exited with {node.process.returncode}; see {node.log_path}",
+                               err=True)
+                    stop.append(1)
+                    break
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    except RuntimeError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        cluster.stop_all()
+        sys.exit(1)
+    click.echo("stopping the cluster...")
+    cluster.stop_all()
+    click.echo("stopped.")
+
+
 if __name__ == "__main__":
     main()

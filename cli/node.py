@@ -91,8 +91,12 @@ class Node:
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         config = self.config
         async with trio.open_nursery() as nursery:
-            client = KafkaClient(nursery, client_id=f"kraft-node-{config.node_id}",
-                                 local_address=self._own_host())
+            # Separate connections per purpose, as Kafka keeps separate network clients: a
+            # server answers one connection's requests in order, so a heartbeat waiting for a
+            # commit must never queue behind (or in front of) the Raft fetches that commit it.
+            def client(purpose: str) -> KafkaClient:
+                return KafkaClient(nursery, client_id=f"kraft-node-{config.node_id}-{purpose}",
+                                   local_address=self._own_host())
             listeners = []
             if config.is_controller:
                 qc = QuorumController(controller_config(config, self.cluster_id))
@@ -105,7 +109,7 @@ class Node:
                 self.metadata = MetadataListener()
                 listeners.append(self.metadata)
             storage = RaftStorage(config.metadata_log_dir, segment_bytes=config["metadata.log.segment.bytes"])
-            self.driver = RaftDriver(raft_config(config), storage, client, self.voters,
+            self.driver = RaftDriver(raft_config(config), storage, client("raft"), self.voters,
                                      FanOutListener(listeners), cluster_id=self.cluster_id, rng=Random())
             if self.controller:
                 self.controller.driver = self.driver
@@ -130,11 +134,11 @@ class Node:
             self.replicas.close()
         log.info("node %d stopped", config.node_id)
 
-    async def _start_broker(self, nursery: trio.Nursery, client: KafkaClient) -> None:
+    async def _start_broker(self, nursery: trio.Nursery, client) -> None:
         config = self.config
         self.replicas = ReplicaManager(config.node_id, config)
         self.metadata.subscribers.append(self.replicas.on_image)
-        channel = ControllerChannel(client, self.voters, lambda: self.metadata.leader.leader_id)
+        channel = ControllerChannel(client("controller"), self.voters, lambda: self.metadata.leader.leader_id)
         self.metadata.leader_subscribers.append(channel.on_leader_change)
         self.lifecycle = BrokerLifecycle(config, self.cluster_id, channel, self.metadata)
         data = DataPath(self.replicas)
@@ -145,7 +149,7 @@ class Node:
             serve_kafka, api.handle, endpoint.host or "0.0.0.0", endpoint.port, supported=api.supported,
             max_frame_bytes=config["socket.request.max.bytes"]))
         ibl = config["inter.broker.listener.name"]
-        fetchers = ReplicaFetcherManager(config.node_id, self.replicas, client,
+        fetchers = ReplicaFetcherManager(config.node_id, self.replicas, client("replication"),
                                          ibl.upper() if ibl else endpoint.listener,
                                          fetch_max_bytes=config["replica.fetch.response.max.bytes"],
                                          partition_max_bytes=config["replica.fetch.max.bytes"])
