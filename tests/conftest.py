@@ -12,3 +12,23 @@ def spec_dir() -> Path:
     if not (SPEC_DIR / "message").is_dir():
         pytest.skip(f"the Kafka message specification is not at {SPEC_DIR} (set KRAFT_KAFKA_SPEC)")
     return SPEC_DIR
+
+
+@pytest.fixture
+def make_cluster(tmp_path):
+    """Build LocalClusters under tmp_path; every process is killed at the end of the test."""
+    from kraft.local_cluster import LocalCluster
+
+    clusters = []
+
+    def make(**kwargs):
+        cluster = LocalCluster(tmp_path / f"cluster{len(clusters)}", **kwargs)
+        clusters.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in clusters:
+        for node in cluster.nodes.values():
+            if node.running:
+                node.process.kill()
+                node.process.wait()

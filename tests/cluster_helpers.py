@@ -1,0 +1,80 @@
+"""Helpers for integration tests with real ``kraftctl start`` processes on loopback.
+
+Every cluster lives in the test's temporary directory with ephemeral ports, and its
+processes are killed when the test ends, whether it passed or not.
+"""
+
+from __future__ import annotations
+
+import time
+
+import trio
+
+from kraft.client import KafkaClient, NodeUnavailable
+from kraft.local_cluster import LocalCluster
+
+
+def request(host: str, port: int, api: str, version: int, body: dict, timeout_s: float = 5.0) -> dict:
+    """One request with kraft's own client, from synchronous test code."""
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            client = KafkaClient(nursery, connect_timeout_s=timeout_s)
+            try:
+                return await client.request(host, port, api, version, body, timeout_s=timeout_s)
+            finally:
+                await client.aclose()
+                nursery.cancel_scope.cancel()
+
+    return trio.run(main)
+
+
+def describe_quorum(cluster: LocalCluster, node_id: int) -> dict | None:
+    node = cluster.nodes[node_id]
+    body = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
+    try:
+        resp = request(node.host, node.controller_port, "DescribeQuorum", 0, body, timeout_s=2)
+    except NodeUnavailable:
+        return None
+    return resp["topics"][0]["partitions"][0]
+
+
+def wait_until(predicate, timeout_s: float = 30.0, interval_s: float = 0.1, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
+
+
+def active_controller(cluster: LocalCluster, exclude=()) -> tuple[int, int] | None:
+    """(leader id, epoch) as every running controller reports it, when they agree."""
+    views = set()
+    for node in cluster.controllers:
+        if not node.running or node.node_id in exclude:
+            continue
+        q = describe_quorum(cluster, node.node_id)
+        if q is None:
+            return None
+        views.add((q["leader_id"], q["leader_epoch"]))
+    if len(views) == 1:
+        leader, epoch = views.pop()
+        if leader >= 0 and leader not in exclude:
+            return leader, epoch
+    return None
+
+
+def fast_overrides(**extra) -> dict[str, str]:
+    """Settings that keep integration tests quick without changing any protocol."""
+    props = {
+        "controller.quorum.election.timeout.ms": "500",
+        "controller.quorum.fetch.timeout.ms": "1000",
+        "broker.heartbeat.interval.ms": "500",
+        "broker.session.timeout.ms": "3000",
+        "replica.lag.time.max.ms": "5000",
+    }
+    props.update({k.replace("_", "."): str(v) for k, v in extra.items()})
+    return props

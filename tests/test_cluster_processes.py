@@ -1,0 +1,99 @@
+"""3 controllers + 3 brokers as real processes: admin clients, controller failover, broker
+fencing and unfencing."""
+
+import time
+
+import pytest
+
+from cluster_helpers import active_controller, fast_overrides, request, wait_until
+
+SESSION_MS = 3000
+HEARTBEAT_MS = 500
+
+
+def metadata(node, topics=None):
+    body = {"topics": None if topics is None else [{"name": t} for t in topics],
+            "allow_auto_topic_creation": False}
+    return request(node.host, node.broker_port, "Metadata", 12, body)
+
+
+def partitions_of(md, topic):
+    for t in md["topics"]:
+        if t["name"] == topic and t["error_code"] == 0:
+            return {p["partition_index"]: p for p in t["partitions"]}
+    return None
+
+
+@pytest.fixture
+def cluster(make_cluster):
+    c = make_cluster(controllers=3, brokers=3, overrides=fast_overrides(
+        broker_session_timeout_ms=SESSION_MS, broker_heartbeat_interval_ms=HEARTBEAT_MS))
+    c.format()
+    c.start_all()
+    wait_until(lambda: active_controller(c), what="an active controller")
+    wait_until(lambda: all(len(metadata(b)["brokers"]) == 3 for b in c.brokers), what="3 unfenced brokers")
+    return c
+
+
+def test_admin_clients_failover_and_fencing(cluster):
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic as PyNewTopic
+
+    bootstrap = cluster.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("orders", num_partitions=6, replication_factor=3)])["orders"].result(30)
+    py_admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    py_admin.create_topics([PyNewTopic("payments", 6, 3)])
+
+    # Metadata from every broker agrees.
+    def agreed():
+        views = [partitions_of(metadata(b), "orders") for b in cluster.brokers]
+        views2 = [partitions_of(metadata(b), "payments") for b in cluster.brokers]
+        ok = all(v is not None and len(v) == 6 and all(p["leader_id"] >= 0 for p in v.values()) for v in views + views2)
+        return ok and all(v == views[0] for v in views) and all(v == views2[0] for v in views2)
+
+    wait_until(agreed, what="all brokers to agree on the metadata")
+    parts = partitions_of(metadata(cluster.brokers[0]), "orders")
+    assert all(sorted(p["replica_nodes"]) == [4, 5, 6] and sorted(p["isr_nodes"]) == [4, 5, 6] for p in parts.values())
+    assert sorted(p["leader_id"] for p in parts.values()) == [4, 4, 5, 5, 6, 6]  # leaders spread
+
+    # SIGKILL the active controller: a new one is elected and topic creation keeps working.
+    leader, _ = active_controller(cluster)
+    cluster.kill(leader)
+    wait_until(lambda: active_controller(cluster, exclude={leader}), what="a new controller")
+    admin.create_topics([NewTopic("after-failover", num_partitions=2, replication_factor=3)])["after-failover"].result(30)
+    assert sorted(py_admin.list_topics()) >= ["after-failover", "orders", "payments"]
+    py_admin.close()
+
+    # SIGKILL a broker: fenced within session timeout + one heartbeat, its partitions get new
+    # leaders from their ISRs with bumped leader epochs.
+    victim = cluster.nodes[4]
+    observer = cluster.nodes[5]
+    before = partitions_of(metadata(observer), "orders")
+    led = {i: p for i, p in before.items() if p["leader_id"] == 4}
+    killed_at = time.monotonic()
+    cluster.kill(4)
+
+    def fenced():
+        md = metadata(observer)
+        if any(b["node_id"] == 4 for b in md["brokers"]):
+            return None
+        now = partitions_of(md, "orders")
+        if all(now[i]["leader_id"] in (5, 6) for i in led):
+            return now
+        return None
+
+    after = wait_until(fenced, timeout_s=20, what="broker 4 fenced and its partitions moved")
+    fenced_after_s = time.monotonic() - killed_at
+    print(f"fenced and re-led after {fenced_after_s:.2f}s")
+    assert fenced_after_s < (SESSION_MS + HEARTBEAT_MS) / 1000 + 2.0
+    for i, p in led.items():
+        assert after[i]["leader_epoch"] > p["leader_epoch"]
+        assert 4 not in after[i]["isr_nodes"] and after[i]["leader_id"] in p["isr_nodes"]
+
+    # The broker restarts and is unfenced.
+    cluster.start(4)
+    wait_until(lambda: any(b["node_id"] == 4 for b in metadata(observer)["brokers"]), timeout_s=20,
+               what="broker 4 unfenced")
+    cluster.stop_all()
