@@ -78,3 +78,24 @@ def fast_overrides(**extra) -> dict[str, str]:
     }
     props.update({k.replace("_", "."): str(v) for k, v in extra.items()})
     return props
+
+
+def start_cluster(cluster: LocalCluster) -> LocalCluster:
+    """Format, start, and wait until a controller is active and every broker is unfenced."""
+    cluster.format()
+    cluster.start_all()
+    wait_until(lambda: active_controller(cluster), what="an active controller")
+    count = len(cluster.brokers)
+
+    def unfenced():
+        for b in cluster.brokers:
+            try:
+                md = request(b.host, b.broker_port, "Metadata", 12, {"topics": []})
+            except NodeUnavailable:
+                return False
+            if len(md["brokers"]) != count:
+                return False
+        return True
+
+    wait_until(unfenced, what=f"{count} unfenced brokers")
+    return cluster

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from cluster_helpers import active_controller, fast_overrides, request, wait_until
+from cluster_helpers import active_controller, fast_overrides, request, start_cluster, wait_until
 
 SESSION_MS = 3000
 HEARTBEAT_MS = 500
@@ -26,13 +26,8 @@ def partitions_of(md, topic):
 
 @pytest.fixture
 def cluster(make_cluster):
-    c = make_cluster(controllers=3, brokers=3, overrides=fast_overrides(
-        broker_session_timeout_ms=SESSION_MS, broker_heartbeat_interval_ms=HEARTBEAT_MS))
-    c.format()
-    c.start_all()
-    wait_until(lambda: active_controller(c), what="an active controller")
-    wait_until(lambda: all(len(metadata(b)["brokers"]) == 3 for b in c.brokers), what="3 unfenced brokers")
-    return c
+    return start_cluster(make_cluster(controllers=3, brokers=3, overrides=fast_overrides(
+        broker_session_timeout_ms=SESSION_MS, broker_heartbeat_interval_ms=HEARTBEAT_MS)))
 
 
 def test_admin_clients_failover_and_fencing(cluster):

@@ -1,0 +1,193 @@
+"""Hand-built histories shared by the checker tests (no tests of its own here).
+
+Each scenario writes into one partition ``key`` using processes ``p .. p+9`` and returns
+the anomalies it must produce, as ``{type: [[invoke indexes of the ops shown], ...]}``.
+Scenarios on different keys and processes are independent, so several can share a
+history (the Spark tests check them all in one run).
+"""
+
+from __future__ import annotations
+
+from jepsen.history import Op
+
+
+class Builder:
+    """Appends invoke/completion records with dense indexes and 1 µs apart times."""
+
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+
+    def add(self, type_: str, p, f: str, value=None) -> int:
+        i = len(self.ops)
+        self.ops.append(Op(i, 1_000 * (i + 1), type_, p, f, value))
+        return i
+
+    def invoke(self, p, f, value=None) -> int:
+        return self.add("invoke", p, f, value)
+
+    def send(self, p, key, value, offset=None, type_="ok") -> int:
+        i = self.invoke(p, "send", [key, value])
+        self.add(type_, p, "send", [key, [offset, value]] if type_ == "ok" else [key, value])
+        return i
+
+    def poll(self, p, value) -> int:
+        i = self.invoke(p, "poll")
+        self.add("ok", p, "poll", value)
+        return i
+
+    def op(self, p, f, value=None, type_="ok") -> int:
+        i = self.invoke(p, f, value)
+        self.add(type_, p, f, value)
+        return i
+
+
+def clean(b, k, p):
+    b.op(p + 1, "assign", [k])
+    b.send(p, k, f"{k}a", 0)
+    b.send(p, k, f"{k}b", 1)
+    b.poll(p + 1, {k: [[0, f"{k}a"]]})
+    b.poll(p + 1, {k: [[1, f"{k}b"]]})
+    return {}
+
+
+def inconsistent_offsets(b, k, p):
+    s1 = b.send(p, k, "a", 0)
+    s2 = b.send(p + 2, k, "b", 0)
+    b.poll(p + 1, {k: [[0, "a"]]})
+    b.poll(p + 3, {k: [[0, "b"]]})
+    return {"inconsistent-offsets": [[s1, s2]]}
+
+
+def duplicate(b, k, p):
+    s1 = b.send(p, k, "a", 0)
+    b.send(p, k, "b", 1)
+    q = b.poll(p + 1, {k: [[0, "a"], [1, "b"], [2, "a"]]})
+    return {"duplicate": [[s1, q]]}
+
+
+def lost_write(b, k, p):
+    s1 = b.send(p, k, "a", 0)
+    b.send(p, k, "b", 1)
+    b.poll(p + 1, {k: [[1, "b"]]})
+    return {"lost-write": [[s1]]}
+
+
+def unseen(b, k, p):
+    b.send(p, k, "a", 0)
+    s2 = b.send(p, k, "b", 1)
+    b.send(p, k, "c", type_="info")  # indefinite and never read: not committed
+    b.poll(p + 1, {k: [[0, "a"]]})
+    return {"unseen": [[s2]]}
+
+
+def g1a(b, k, p):
+    s1 = b.send(p, k, "a", type_="fail")
+    b.send(p, k, "b", 0)
+    q = b.poll(p + 1, {k: [[0, "b"], [1, "a"]]})
+    return {"G1a": [[s1, q]]}
+
+
+def unexpected(b, k, p):
+    b.send(p, k, "a", 0)
+    q = b.poll(p + 1, {k: [[0, "a"], [1, "z"]]})
+    return {"unexpected": [[q]]}
+
+
+def poll_skip(b, k, p):
+    b.send(p, k, "a", 0)
+    b.send(p, k, "b", 1)
+    b.send(p, k, "c", 2)
+    q1 = b.poll(p + 1, {k: [[0, "a"]]})
+    q2 = b.poll(p + 1, {k: [[2, "c"]]})
+    b.poll(p + 3, {k: [[1, "b"]]})
+    return {"poll-skip": [[q1, q2]]}
+
+
+def nonmonotonic_poll(b, k, p):
+    b.send(p, k, "a", 0)
+    b.send(p, k, "b", 1)
+    q1 = b.poll(p + 1, {k: [[0, "a"], [1, "b"]]})
+    q2 = b.poll(p + 1, {k: [[1, "b"]]})
+    return {"nonmonotonic-poll": [[q1, q2]]}
+
+
+def int_poll_skip(b, k, p):
+    b.send(p, k, "a", 0)
+    b.send(p, k, "b", 1)
+    b.send(p, k, "c", 2)
+    q = b.poll(p + 1, {k: [[0, "a"], [2, "c"]]})
+    b.poll(p + 3, {k: [[1, "b"]]})
+    return {"int-poll-skip": [[q]]}
+
+
+def int_nonmonotonic_poll(b, k, p):
+    b.send(p, k, "a", 0)
+    b.send(p, k, "b", 1)
+    q = b.poll(p + 1, {k: [[1, "b"], [0, "a"]]})
+    return {"int-nonmonotonic-poll": [[q]]}
+
+
+def nonmonotonic_send(b, k, p):
+    s1 = b.send(p, k, "a", 1)
+    s2 = b.send(p, k, "b", 0)
+    b.poll(p + 1, {k: [[0, "b"], [1, "a"]]})
+    return {"nonmonotonic-send": [[s1, s2]]}
+
+
+def int_nonmonotonic_send(b, k, p):
+    s = b.invoke(p, "send", [[k, "a"], [k, "b"]])
+    b.add("ok", p, "send", [[k, [1, "a"]], [k, [0, "b"]]])
+    b.poll(p + 1, {k: [[0, "b"], [1, "a"]]})
+    return {"int-nonmonotonic-send": [[s, s]]}
+
+
+def realtime_order(b, k, p):
+    s1 = b.send(p, k, "a", 1)
+    s2 = b.send(p + 2, k, "b", 0)
+    b.poll(p + 1, {k: [[0, "b"], [1, "a"]]})
+    return {"realtime-order": [[s1, s2]]}
+
+
+SCENARIOS = {
+    "inconsistent-offsets": inconsistent_offsets,
+    "duplicate": duplicate,
+    "lost-write": lost_write,
+    "unseen": unseen,
+    "G1a": g1a,
+    "unexpected": unexpected,
+    "poll-skip": poll_skip,
+    "nonmonotonic-poll": nonmonotonic_poll,
+    "int-poll-skip": int_poll_skip,
+    "int-nonmonotonic-poll": int_nonmonotonic_poll,
+    "nonmonotonic-send": nonmonotonic_send,
+    "int-nonmonotonic-send": int_nonmonotonic_send,
+    "realtime-order": realtime_order,
+}
+
+
+def all_scenarios() -> tuple[list[Op], dict]:
+    """Every scenario in one history, scenario n on key n with processes 10n..10n+9."""
+    b = Builder()
+    expected: dict = {}
+    for n, (name, fn) in enumerate(sorted(SCENARIOS.items())):
+        for kind, groups in fn(b, n, 10 * n).items():
+            expected.setdefault(kind, []).extend(groups)
+    clean(b, 100, 1000)
+    return b.ops, expected
+
+
+def shown(result: dict) -> dict:
+    """The anomalies of a queue result as ``{type: [[invoke indexes], ...]}``."""
+    return {k: sorted([o["invoke-index"] for o in a["ops"]] for a in v["examples"])
+            for k, v in result["anomalies"].items()}
+
+
+# ---------------------------------------------------------------- registers
+
+
+def reg(*steps, key="k"):
+    """A register history from ``(process, type, f, payload)`` steps, keyed by ``key``."""
+    b = Builder()
+    for p, t, f, v in steps:
+        b.add(t, p, f, [key, v] if key is not None else v)
+    return b.ops

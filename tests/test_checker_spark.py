@@ -1,0 +1,100 @@
+"""The Spark path agrees with the pure path. One local Spark session serves the module."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from click.testing import CliRunner  # noqa: E402
+from test_checker_histories import all_scenarios, reg, shown  # noqa: E402
+
+from jepsen.__main__ import main  # noqa: E402
+from jepsen.checkers import check, check_linearizable, check_queue  # noqa: E402
+from jepsen.checkers.spark import (  # noqa: E402
+    spark_check_linearizable,
+    spark_check_queue,
+    spark_session,
+)
+from jepsen.checkers.synth import queue_history, register_history  # noqa: E402
+from jepsen.history import Op, write_history  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    s = spark_session("local[2]", shuffle_partitions=4,
+                      log_dir=str(tmp_path_factory.mktemp("spark-logs")))
+    yield s
+    s.stop()
+
+
+def _without_latency(r):
+    r = json.loads(json.dumps(r))
+    r.get("stats", {}).pop("latency-ns", None)  # Spark's quantiles are approximate
+    return r
+
+
+def _combined() -> tuple[list[Op], dict]:
+    """Every anomaly scenario, then a clean synthetic run on other keys and processes."""
+    ops, expected = all_scenarios()
+    base_i, base_t = len(ops), ops[-1].time + 1000
+    for o in queue_history(4000, seed=11):
+        v = o.value
+        if o.f == "send" and v is not None:
+            v = [v[0] + 200, v[1]]
+        elif o.f == "poll" and isinstance(v, dict):
+            v = {k + 200: pairs for k, pairs in v.items()}
+        elif o.f == "assign":
+            v = [k + 200 for k in v]
+        p = o.process + 5000 if isinstance(o.process, int) else o.process
+        ops.append(Op(o.index + base_i, o.time + base_t, o.type, p, o.f, v, o.error))
+    return ops, expected
+
+
+def test_queue_matches_the_pure_path(spark, tmp_path):
+    ops, expected = _combined()
+    write_history(ops, tmp_path)
+    rs = spark_check_queue(spark, tmp_path)
+    assert shown(rs) == expected
+    rp = check_queue(ops)
+    assert _without_latency(rs) == _without_latency(rp)
+    assert set(rs["stats"]["latency-ns"]) == set(rp["stats"]["latency-ns"])
+    assert rs["partitions"] == 13 + 1 + 8
+    assert rs["realtime-lag"]["sends-seen"] > 1000
+
+
+def test_linearizability_matches_the_pure_path(spark):
+    ops = register_history(3000, keys=30, seed=5)
+    i = next(i for i, o in enumerate(ops)
+             if o.f == "read" and o.type == "ok" and o.value[1] is not None and i > 1000)
+    o = ops[i]
+    ops[i] = Op(o.index, o.time, o.type, o.process, o.f, [o.value[0], 999])
+    rs = spark_check_linearizable(spark, ops, partitions=3)
+    assert rs == check_linearizable(ops)
+    assert rs["valid"] is False and rs["keys"] == 30
+    assert [f["key"] for f in rs["failures"]["examples"]] == [o.value[0]]
+
+
+def test_other_models_and_unknown_on_spark(spark):
+    steps = [(p, "invoke", "append", p) for p in range(10)]
+    steps += [(p, "ok", "append", p) for p in range(10)]
+    steps += [(99, "invoke", "read", None), (99, "ok", "read", [3])]
+    ops = reg(*steps, key=None)
+    r = check(ops, spark=spark, model="log", keyed=False, budget=20)
+    assert r["valid"] == "unknown" and r["engine"] == "spark"
+    assert r["checkers"]["linearizable"]["model"] == "log"
+    assert r["stats"]["by-f"]["append"]["ok"] == 10
+
+
+def test_cli_on_spark_with_progress(spark, tmp_path):
+    ops, _ = all_scenarios()
+    write_history(ops, tmp_path)
+    r = CliRunner().invoke(main, ["check", str(tmp_path), "--spark-master", "local[2]"])
+    assert r.exit_code == 1, r.output
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["engine"] == "spark" and res["valid"] is False
+    assert len(res["checkers"]["queue"]["anomaly-types"]) == 13
+    assert "[spark] stage" in r.stderr and "[check] queue checked" in r.stderr
+    assert not spark.sparkContext._jsc.sc().isStopped()  # the CLI left our session alone

@@ -1,0 +1,282 @@
+"""The QuorumController's topic, partition and config requests, with Kafka's error codes."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+
+import pytest
+from test_metadata_helpers import Harness
+
+from kraft.protocol.error_codes import ErrorCode
+
+E = ErrorCode
+
+
+@pytest.fixture
+def h():
+    h = Harness(num_partitions=3, default_replication_factor=2)
+    h.add_brokers({1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"})
+    return h
+
+
+# ---------------------------------------------------------------------------------------
+# CreateTopics
+
+
+def test_create_topic_records_and_response(h):
+    before = h.log_end
+    result = h.create_topic("events", 6, 3, configs=[{"name": "retention.ms", "value": "1000"}])
+    assert result["error_code"] == 0
+    assert (result["num_partitions"], result["replication_factor"]) == (6, 3)
+    assert result["configs"] == [{"name": "retention.ms", "value": "1000", "read_only": False,
+                                  "config_source": 1, "is_sensitive": False}]
+    names = [r.name for r in h.records(before)]
+    assert names == ["TopicRecord"] + ["PartitionRecord"] * 6 + ["ConfigRecord"]
+    topic = h.ctl.image.topic("events")
+    assert topic.id == result["topic_id"] and topic.id.int != 0
+    racks = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+    for p in topic.partitions.values():
+        assert p.isr == p.replicas and p.leader == p.replicas[0]
+        assert (p.leader_epoch, p.partition_epoch) == (0, 0)
+        assert len({racks[b] for b in p.replicas}) == 3
+    assert sorted(Counter(p.leader for p in topic.partitions.values()).values()) == [1] * 6
+    assert h.ctl.image.config(2, "events") == {"retention.ms": "1000"}
+
+
+def test_defaults_for_partitions_and_replication(h):
+    result = h.create_topic("d", -1, -1)
+    assert (result["num_partitions"], result["replication_factor"]) == (3, 2)
+
+
+def test_leaders_balance_across_many_topics(h):
+    for i in range(60):
+        assert h.create_topic(f"t{i}", 1, 2)["error_code"] == 0
+    leaders = Counter(t.partitions[0].leader for t in h.ctl.image.topics_by_id.values())
+    assert len(leaders) == 6 and max(leaders.values()) <= 20
+
+
+@pytest.mark.parametrize("name,code", [
+    ("", E.INVALID_TOPIC_EXCEPTION),
+    (".", E.INVALID_TOPIC_EXCEPTION),
+    ("..", E.INVALID_TOPIC_EXCEPTION),
+    ("a" * 250, E.INVALID_TOPIC_EXCEPTION),
+    ("bad name", E.INVALID_TOPIC_EXCEPTION),
+    ("bad/name", E.INVALID_TOPIC_EXCEPTION),
+    ("ünicode", E.INVALID_TOPIC_EXCEPTION),
+    ("__cluster_metadata", E.INVALID_TOPIC_EXCEPTION),
+    ("a" * 249, E.NONE),
+    ("Good.name_with-all.0", E.NONE),
+])
+def test_topic_names(h, name, code):
+    assert h.create_topic(name)["error_code"] == code
+
+
+def test_existing_and_colliding_names(h):
+    assert h.create_topic("a.b")["error_code"] == 0
+    assert h.create_topic("a.b")["error_code"] == E.TOPIC_ALREADY_EXISTS
+    assert h.create_topic("a_b")["error_code"] == E.INVALID_TOPIC_EXCEPTION
+
+
+def test_duplicates_in_one_request_and_per_topic_errors(h):
+    resp = h.send("CreateTopics", {"topics": [
+        {"name": "x", "num_partitions": 1, "replication_factor": 1},
+        {"name": "x", "num_partitions": 1, "replication_factor": 1},
+        {"name": "ok", "num_partitions": 1, "replication_factor": 1},
+        {"name": "ok.1", "num_partitions": 1, "replication_factor": 1},
+        {"name": "ok_1", "num_partitions": 1, "replication_factor": 1},
+    ]})
+    codes = {t["name"]: t["error_code"] for t in resp["topics"]}
+    assert codes == {"x": E.INVALID_REQUEST, "ok": 0, "ok.1": 0, "ok_1": E.INVALID_TOPIC_EXCEPTION}
+    assert h.ctl.image.topic("x") is None and h.ctl.image.topic("ok") is not None
+
+
+@pytest.mark.parametrize("partitions,rf,code", [
+    (0, 1, E.INVALID_PARTITIONS),
+    (-5, 1, E.INVALID_PARTITIONS),
+    (1, 0, E.INVALID_REPLICATION_FACTOR),
+    (1, 7, E.INVALID_REPLICATION_FACTOR),
+    (1, 6, E.NONE),
+])
+def test_partition_and_replication_checks(h, partitions, rf, code):
+    assert h.create_topic("t", partitions, rf)["error_code"] == code
+
+
+def test_fenced_brokers_do_not_count_for_replication(h):
+    h.heartbeat(6, want_fence=True)
+    assert h.create_topic("t", 1, 6)["error_code"] == E.INVALID_REPLICATION_FACTOR
+    result = h.create_topic("u", 10, 5)
+    assert result["error_code"] == 0
+    assert all(6 not in p.replicas for p in h.ctl.image.topic("u").partitions.values())
+
+
+@pytest.mark.parametrize("configs,code", [
+    ([{"name": "retention.ms", "value": "abc"}], E.INVALID_CONFIG),
+    ([{"name": "retention.ms", "value": "-2"}], E.INVALID_CONFIG),
+    ([{"name": "no.such.config", "value": "1"}], E.INVALID_CONFIG),
+    ([{"name": "cleanup.policy", "value": "compact,shred"}], E.INVALID_CONFIG),
+    ([{"name": "min.insync.replicas", "value": "0"}], E.INVALID_CONFIG),
+    ([{"name": "retention.ms", "value": None}], E.INVALID_CONFIG),
+    ([{"name": "cleanup.policy", "value": "compact,delete"}, {"name": "min.insync.replicas", "value": "2"}], E.NONE),
+])
+def test_topic_config_validation(h, configs, code):
+    assert h.create_topic("t", configs=configs)["error_code"] == code
+
+
+def test_manual_assignment(h):
+    assign = [{"partition_index": 0, "broker_ids": [3, 1]}, {"partition_index": 1, "broker_ids": [2, 4]}]
+    result = h.create_topic("m", -1, -1, assignments=assign)
+    assert result["error_code"] == 0 and result["num_partitions"] == 2
+    assert h.partition("m", 0).replicas == (3, 1) and h.partition("m", 0).leader == 3
+    h.heartbeat(5, want_fence=True)
+    p = h.create_topic("n", -1, -1, assignments=[{"partition_index": 0, "broker_ids": [5, 6]}])
+    assert p["error_code"] == 0
+    assert (h.partition("n").isr, h.partition("n").leader) == ((6,), 6)
+
+
+@pytest.mark.parametrize("assign,partitions,code", [
+    ([{"partition_index": 0, "broker_ids": [1, 1]}], -1, E.INVALID_REPLICA_ASSIGNMENT),
+    ([{"partition_index": 0, "broker_ids": [1, 99]}], -1, E.INVALID_REPLICA_ASSIGNMENT),
+    ([{"partition_index": 1, "broker_ids": [1]}], -1, E.INVALID_REPLICA_ASSIGNMENT),
+    ([{"partition_index": 0, "broker_ids": []}], -1, E.INVALID_REPLICA_ASSIGNMENT),
+    ([{"partition_index": 0, "broker_ids": [1]}], 1, E.INVALID_REQUEST),
+])
+def test_bad_manual_assignments(h, assign, partitions, code):
+    assert h.create_topic("t", partitions, -1, assignments=assign)["error_code"] == code
+
+
+def test_assignment_to_fenced_brokers_only_fails(h):
+    h.heartbeat(1, want_fence=True)
+    assign = [{"partition_index": 0, "broker_ids": [1]}]
+    assert h.create_topic("t", -1, -1, assignments=assign)["error_code"] == E.INVALID_REPLICA_ASSIGNMENT
+
+
+def test_validate_only_writes_nothing(h):
+    before = h.log_end
+    resp = h.send("CreateTopics", {"validate_only": True, "topics": [
+        {"name": "v", "num_partitions": 2, "replication_factor": 2}]})
+    assert resp["topics"][0]["error_code"] == 0 and resp["topics"][0]["num_partitions"] == 2
+    assert h.log_end == before and h.ctl.image.topic("v") is None
+
+
+# ---------------------------------------------------------------------------------------
+# DeleteTopics
+
+
+def test_delete_by_name_and_by_id(h):
+    a = h.create_topic("a", configs=[{"name": "retention.ms", "value": "5"}])
+    h.create_topic("b")
+    resp = h.send("DeleteTopics", {"topic_names": ["a", "zzz"]}, version=5)
+    codes = {r["name"]: r["error_code"] for r in resp["responses"]}
+    assert codes == {"a": 0, "zzz": E.UNKNOWN_TOPIC_OR_PARTITION}
+    assert h.records()[-1].name == "RemoveTopicRecord" and h.records()[-1].data["topic_id"] == a["topic_id"]
+    assert h.ctl.image.topic("a") is None and h.ctl.image.config(2, "a") == {}
+    b_id = h.ctl.image.topic("b").id
+    resp = h.send("DeleteTopics", {"topics": [{"name": None, "topic_id": b_id},
+                                              {"name": None, "topic_id": uuid.uuid4()}]})
+    r = resp["responses"]
+    assert (r[0]["error_code"], r[0]["name"]) == (0, "b")
+    assert r[1]["error_code"] == E.UNKNOWN_TOPIC_ID
+    assert h.ctl.image.topics_by_id == {}
+
+
+def test_delete_disabled():
+    h = Harness(delete_topic_enable=False)
+    h.add_brokers({1: None})
+    h.create_topic("a")
+    resp = h.send("DeleteTopics", {"topic_names": ["a"]}, version=5)
+    assert resp["responses"][0]["error_code"] == E.TOPIC_DELETION_DISABLED
+
+
+# ---------------------------------------------------------------------------------------
+# CreatePartitions
+
+
+def _grow(h, name, count, assignments=None, validate_only=False):
+    resp = h.send("CreatePartitions", {"topics": [{"name": name, "count": count, "assignments": assignments}],
+                                       "validate_only": validate_only})
+    return resp["results"][0]["error_code"]
+
+
+def test_create_partitions(h):
+    h.create_topic("t", 2, 3)
+    assert _grow(h, "t", 2) == E.INVALID_PARTITIONS
+    assert _grow(h, "t", 1) == E.INVALID_PARTITIONS
+    assert _grow(h, "nope", 5) == E.UNKNOWN_TOPIC_OR_PARTITION
+    assert _grow(h, "t", 4, validate_only=True) == 0 and len(h.ctl.image.topic("t").partitions) == 2
+    assert _grow(h, "t", 5) == 0
+    parts = h.ctl.image.topic("t").partitions
+    assert sorted(parts) == [0, 1, 2, 3, 4]
+    assert all(len(p.replicas) == 3 and p.leader == p.replicas[0] for p in parts.values())
+
+
+def test_create_partitions_with_assignments(h):
+    h.create_topic("t", 1, 2)
+    assert _grow(h, "t", 3, [{"broker_ids": [1, 2]}]) == E.INVALID_REPLICA_ASSIGNMENT  # too few
+    assert _grow(h, "t", 2, [{"broker_ids": [1, 2, 3]}]) == E.INVALID_REPLICA_ASSIGNMENT  # wrong rf
+    assert _grow(h, "t", 2, [{"broker_ids": [1, 42]}]) == E.INVALID_REPLICA_ASSIGNMENT  # unknown broker
+    assert _grow(h, "t", 2, [{"broker_ids": [4, 5]}]) == 0
+    assert h.partition("t", 1).replicas == (4, 5)
+
+
+# ---------------------------------------------------------------------------------------
+# IncrementalAlterConfigs
+
+
+def _alter(h, rtype, name, *ops, validate_only=False):
+    configs = [{"name": k, "config_operation": op, "value": v} for k, op, v in ops]
+    resp = h.send("IncrementalAlterConfigs", {"validate_only": validate_only, "resources": [
+        {"resource_type": rtype, "resource_name": name, "configs": configs}]})
+    return resp["responses"][0]["error_code"]
+
+
+def test_incremental_alter_topic_configs(h):
+    h.create_topic("t", configs=[{"name": "retention.ms", "value": "10"}])
+    assert _alter(h, 2, "t", ("retention.ms", 0, "20"), ("segment.ms", 0, "1000")) == 0
+    assert h.ctl.image.config(2, "t") == {"retention.ms": "20", "segment.ms": "1000"}
+    assert _alter(h, 2, "t", ("retention.ms", 1, None)) == 0
+    assert h.ctl.image.config(2, "t") == {"segment.ms": "1000"}
+    assert _alter(h, 2, "t", ("cleanup.policy", 2, "delete")) == 0
+    assert _alter(h, 2, "t", ("cleanup.policy", 2, "compact,delete")) == 0
+    assert h.ctl.image.config(2, "t")["cleanup.policy"] == "delete,compact"
+    assert _alter(h, 2, "t", ("cleanup.policy", 3, "delete")) == 0
+    assert h.ctl.image.config(2, "t")["cleanup.policy"] == "compact"
+    before = h.log_end
+    assert _alter(h, 2, "t", ("segment.ms", 0, "5"), validate_only=True) == 0
+    assert _alter(h, 2, "t", ("segment.ms", 0, "1000")) == 0  # unchanged: nothing to write
+    assert h.log_end == before
+
+
+@pytest.mark.parametrize("rtype,name,ops,code", [
+    (2, "missing", [("retention.ms", 0, "1")], E.UNKNOWN_TOPIC_OR_PARTITION),
+    (2, "t", [("retention.ms", 0, "x")], E.INVALID_CONFIG),
+    (2, "t", [("bogus", 0, "1")], E.INVALID_CONFIG),
+    (2, "t", [("retention.ms", 2, "1")], E.INVALID_CONFIG),  # append to a non-list
+    (2, "t", [("retention.ms", 9, "1")], E.INVALID_REQUEST),
+    (2, "t", [("retention.ms", 0, "1"), ("retention.ms", 1, None)], E.INVALID_REQUEST),
+    (4, "abc", [("min.insync.replicas", 0, "2")], E.INVALID_REQUEST),
+    (4, "", [("min.insync.replicas", 0, "0")], E.INVALID_CONFIG),
+    (8, "1", [("kafka.server", 0, "DEBUG")], E.INVALID_REQUEST),
+    (4, "1", [("log.retention.ms", 0, "1000")], E.NONE),
+])
+def test_incremental_alter_errors(h, rtype, name, ops, code):
+    h.create_topic("t")
+    before = h.log_end
+    assert _alter(h, rtype, name, *ops) == code
+    if code:
+        assert h.log_end == before
+
+
+def test_alter_configs_resources_fail_independently(h):
+    h.create_topic("t")
+    resp = h.send("IncrementalAlterConfigs", {"resources": [
+        {"resource_type": 2, "resource_name": "t",
+         "configs": [{"name": "retention.ms", "config_operation": 0, "value": "7"}]},
+        {"resource_type": 2, "resource_name": "nope",
+         "configs": [{"name": "retention.ms", "config_operation": 0, "value": "7"}]},
+        {"resource_type": 4, "resource_name": "2",
+         "configs": [{"name": "min.insync.replicas", "config_operation": 0, "value": "2"}]},
+    ]})
+    assert [r["error_code"] for r in resp["responses"]] == [0, E.UNKNOWN_TOPIC_OR_PARTITION, 0]
+    assert h.ctl.image.config(2, "t") == {"retention.ms": "7"}
+    assert h.ctl.image.config(4, "2") == {"min.insync.replicas": "2"}
