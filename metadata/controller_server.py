@@ -89,24 +89,32 @@ class ControllerServer:
         if not self.controller.is_active:
             return error_response(api, body, ErrorCode.NOT_CONTROLLER)
         result = self.controller.handle(api, version, body, clock.monotonic_ms())
-        ok = await self._commit(result)
-        if not ok:
+        if not self._append(result) or not await self._wait_committed(result):
             return error_response(api, body, ErrorCode.NOT_CONTROLLER)
         return result.response
 
-    async def _commit(self, result: ControllerResult, timeout_s: float = 10.0) -> bool:
-        """Append the result's records and wait until its commit offset has committed."""
-        if result.records:
-            try:
-                last, _ = self.driver.propose(serde.encode_all(result.records))
-            except NotLeaderError:
-                self.controller.resign()
-                return False
-            if last != result.commit_offset:
-                log.warning("controller %d: records landed at %d, expected %d; resigning",
-                            self.node_id, last, result.commit_offset)
-                self.controller.resign()
-                return False
+    def _append(self, result: ControllerResult) -> bool:
+        """Propose the result's records at once: the controller counted their offsets when it
+        made them, so results must reach the log in the order they were made, with no
+        await in between."""
+        if not result.records:
+            return True
+        try:
+            last, _ = self.driver.propose(serde.encode_all(result.records))
+        except NotLeaderError:
+            self.controller.resign()
+            return False
+        if last != result.commit_offset:
+            log.warning("controller %d: records landed at %d, expected %d; resigning",
+                        self.node_id, last, result.commit_offset)
+            self.controller.resign()
+            self.driver.resign()  # let a controller with a consistent view take over
+            return False
+        return True
+
+    async def _wait_committed(self, result: ControllerResult, timeout_s: float = 10.0) -> bool:
+        """Wait until the result's commit offset has committed (False: leadership lost or
+        timed out)."""
         if result.commit_offset < 0:
             return True
         leadership = self._leadership
@@ -133,8 +141,8 @@ class ControllerServer:
                 await trio.sleep(self.tick_interval_s)
                 if self.controller.is_active:
                     result = self.controller.tick(clock.monotonic_ms())
-                    if result.records:
-                        nursery.start_soon(self._commit, result)
+                    if result.records and self._append(result):
+                        nursery.start_soon(self._wait_committed, result)
                 self._maybe_snapshot()
 
     def _maybe_snapshot(self) -> None:

@@ -132,6 +132,13 @@ class RaftDriver:
                     await self._wakeup.wait()
                 self._wakeup = trio.Event()
 
+    def resign(self) -> None:
+        """Give up leadership now (EndQuorumEpoch); the quorum elects another leader."""
+        if self.node.is_leader and not self.closed:
+            self._tick()
+            self.node.resign()
+            self._drain()
+
     async def shutdown(self, timeout_s: float = 2.0) -> None:
         """Graceful stop: a leader resigns (EndQuorumEpoch) so the others elect at once."""
         if self.node.is_leader:
