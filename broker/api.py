@@ -24,8 +24,9 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "OffsetForLeaderEpoch": (2, 4), "ApiVersions": (0, 4), "CreateTopics": (2, 7),
     "DeleteTopics": (1, 6), "CreatePartitions": (0, 3), "DescribeConfigs": (1, 4),
     "IncrementalAlterConfigs": (0, 1), "InitProducerId": (0, 5), "DescribeCluster": (0, 1),
+    "DescribeQuorum": (0, 2),
 }
-FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs"}
+FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "DescribeQuorum"}
 INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state"}
 PRODUCER_ID_BLOCK = 1000
 
@@ -231,6 +232,8 @@ def _forward_error(api: str, body: dict, version: int) -> dict:
         out["responses"] = [{"name": n, "error_code": code} for n in names]
     elif api == "CreatePartitions":
         out["results"] = [{"name": t["name"], "error_code": code} for t in body["topics"]]
+    elif api == "DescribeQuorum":
+        out["error_code"] = code
     elif api == "IncrementalAlterConfigs":
         out["responses"] = [{"error_code": code, "resource_type": r["resource_type"],
                              "resource_name": r["resource_name"]} for r in body["resources"]]

@@ -126,5 +126,16 @@ def cluster_command(controllers, brokers, data_dir, first_port, host, overrides)
     click.echo("stopped.")
 
 
+def _register_admin_commands() -> None:
+    from cli.configs import configs_command, quorum_group
+    from cli.topics import topics_command
+
+    main.add_command(topics_command)
+    main.add_command(configs_command)
+    main.add_command(quorum_group)
+
+
+_register_admin_commands()
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,133 @@
+"""``kraftctl configs`` (kafka-configs.sh) and ``kraftctl metadata-quorum``
+(kafka-metadata-quorum.sh)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+
+from cli.admin_client import AdminClient, AdminError, error_name
+from cli.topics import fail
+
+RESOURCE_TYPES = {"topics": 2, "brokers": 4}
+SET, DELETE = 0, 1
+
+
+@click.command("configs")
+@click.option("--bootstrap-server", required=True)
+@click.option("--entity-type", required=True, type=click.Choice(sorted(RESOURCE_TYPES)))
+@click.option("--entity-name", default="", help="Topic name or broker id (empty: the cluster default).")
+@click.option("--describe", "action", flag_value="describe")
+@click.option("--alter", "action", flag_value="alter")
+@click.option("--add-config", "add", multiple=True, metavar="K=V[,K=V]")
+@click.option("--delete-config", "delete", multiple=True, metavar="K[,K]")
+@click.option("--all", "show_all", is_flag=True, help="--describe: include defaults.")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def configs_command(bootstrap_server, entity_type, entity_name, action, add, delete, show_all, output):
+    """Describe or alter topic and broker configuration."""
+    if action is None:
+        fail("one of --describe, --alter is required")
+    rtype = RESOURCE_TYPES[entity_type]
+    try:
+        admin = AdminClient(bootstrap_server)
+        if action == "describe":
+            resp = admin.call("DescribeConfigs", {"resources": [
+                {"resource_type": rtype, "resource_name": entity_name, "configuration_keys": None}],
+                "include_synonyms": False, "include_documentation": False})
+            result = resp["results"][0]
+            if result["error_code"]:
+                fail(f"{error_name(result['error_code'])}: {result['error_message'] or ''}".strip(": "))
+            configs = [c for c in result["configs"] if show_all or c["config_source"] in (1, 3)]
+            if output == "json":
+                click.echo(json.dumps({c["name"]: c["value"] for c in configs}, indent=2))
+                return
+            label = "topic" if rtype == 2 else "broker"
+            click.echo(f"Dynamic configs for {label} {entity_name} are:" if not show_all
+                       else f"All configs for {label} {entity_name} are:")
+            for c in configs:
+                click.echo(f"  {c['name']}={c['value']}")
+            return
+        ops = []
+        for item in add:
+            for part in item.split(","):
+                k, sep, v = part.partition("=")
+                if not sep:
+                    fail(f"--add-config {part!r}: expected key=value")
+                ops.append({"name": k.strip(), "config_operation": SET, "value": v})
+        for item in delete:
+            for k in item.split(","):
+                ops.append({"name": k.strip(), "config_operation": DELETE, "value": None})
+        if not ops:
+            fail("--alter needs --add-config or --delete-config")
+        resp = admin.call("IncrementalAlterConfigs", {"resources": [
+            {"resource_type": rtype, "resource_name": entity_name, "configs": ops}], "validate_only": False})
+        result = resp["responses"][0]
+        if result["error_code"]:
+            fail(f"{error_name(result['error_code'])}: {result.get('error_message') or ''}".strip(": "))
+        click.echo(json.dumps({"altered": True}) if output == "json"
+                   else f"Completed updating config for {entity_type[:-1]} {entity_name}.")
+    except AdminError as exc:
+        fail(str(exc))
+
+
+@click.group("metadata-quorum")
+@click.option("--bootstrap-server", required=True, help="A broker (it asks the active controller).")
+@click.pass_context
+def quorum_group(ctx, bootstrap_server):
+    """Describe the KRaft controller quorum (as kafka-metadata-quorum.sh)."""
+    ctx.obj = bootstrap_server
+
+
+@quorum_group.command("describe")
+@click.option("--status", "mode", flag_value="status", default=True)
+@click.option("--replication", "mode", flag_value="replication")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.pass_obj
+def quorum_describe(bootstrap_server, mode, output):
+    try:
+        admin = AdminClient(bootstrap_server)
+        resp = admin.call("DescribeQuorum", {"topics": [{"topic_name": "__cluster_metadata",
+                                                          "partitions": [{"partition_index": 0}]}]})
+        cluster_id = admin.metadata([])["cluster_id"]
+    except AdminError as exc:
+        fail(str(exc))
+    if resp["error_code"]:
+        fail(error_name(resp["error_code"]))
+    p = resp["topics"][0]["partitions"][0]
+    now = int(time.time() * 1000)
+    leader = p["leader_id"]
+    leader_leo = next((v["log_end_offset"] for v in p["current_voters"] if v["replica_id"] == leader), -1)
+    rows = []
+    for kind, items in (("Voter", p["current_voters"]), ("Observer", p["observers"])):
+        for v in items:
+            status = "Leader" if v["replica_id"] == leader else ("Follower" if kind == "Voter" else "Observer")
+            lag = max(leader_leo - v["log_end_offset"], 0) if v["log_end_offset"] >= 0 else None
+            rows.append({"node_id": v["replica_id"], "log_end_offset": v["log_end_offset"], "lag": lag,
+                         "last_fetch_timestamp": v["last_fetch_timestamp"],
+                         "last_caught_up_timestamp": v["last_caught_up_timestamp"], "status": status})
+    if mode == "status":
+        followers = [r for r in rows if r["status"] == "Follower"]
+        status = {
+            "ClusterId": cluster_id, "LeaderId": leader, "LeaderEpoch": p["leader_epoch"],
+            "HighWatermark": p["high_watermark"],
+            "MaxFollowerLag": max((r["lag"] or 0 for r in followers), default=0),
+            "MaxFollowerLagTimeMs": max((now - r["last_caught_up_timestamp"] for r in followers
+                                         if r["last_caught_up_timestamp"] > 0), default=0),
+            "CurrentVoters": [v["replica_id"] for v in p["current_voters"]],
+            "CurrentObservers": [v["replica_id"] for v in p["observers"]],
+        }
+        if output == "json":
+            click.echo(json.dumps(status, indent=2))
+        else:
+            for k, v in status.items():
+                click.echo(f"{k + ':':<24}{v}")
+        return
+    if output == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo("NodeId\tLogEndOffset\tLag\tLastFetchTimestamp\tLastCaughtUpTimestamp\tStatus")
+    for r in rows:
+        click.echo(f"{r['node_id']}\t{r['log_end_offset']}\t{r['lag'] if r['lag'] is not None else '-'}\t"
+                   f"{r['last_fetch_timestamp']}\t{r['last_caught_up_timestamp']}\t{r['status']}")
