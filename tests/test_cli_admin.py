@@ -1,0 +1,60 @@
+"""The real ``kraftctl`` binary against a real cluster: topics, configs, metadata-quorum."""
+
+import json
+import subprocess
+import sys
+
+from cluster_helpers import fast_overrides, start_cluster
+
+
+def kraftctl(*args):
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_topics_configs_and_quorum_commands(make_cluster):
+    cluster = start_cluster(make_cluster(controllers=1, brokers=0, overrides=fast_overrides()))
+    bs = f"--bootstrap-server={cluster.bootstrap_servers}"
+
+    created = kraftctl("topics", bs, "--create", "--topic", "orders", "--partitions", "3",
+                       "--replication-factor", "1", "--config", "retention.ms=1000000")
+    assert created.returncode == 0 and created.stdout.strip() == "Created topic orders.", created.stderr
+    again = kraftctl("topics", bs, "--create", "--topic", "orders")
+    assert again.returncode == 1 and "TOPIC_ALREADY_EXISTS" in again.stderr
+    assert kraftctl("topics", bs, "--create", "--topic", "orders", "--if-not-exists").returncode == 0
+    bad = kraftctl("topics", bs, "--create", "--topic", "bad name!", "--partitions", "1")
+    assert bad.returncode == 1 and "INVALID_TOPIC_EXCEPTION" in bad.stderr
+
+    assert kraftctl("topics", bs, "--list").stdout.split() == ["orders"]
+    described = kraftctl("topics", bs, "--describe", "--topic", "orders").stdout.splitlines()
+    assert described[0].startswith("Topic: orders\tTopicId: ") and "PartitionCount: 3" in described[0]
+    assert "Configs: retention.ms=1000000" in described[0]
+    assert described[1] == "\tTopic: orders\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1"
+
+    altered = kraftctl("configs", bs, "--entity-type", "topics", "--entity-name", "orders", "--alter",
+                       "--add-config", "min.insync.replicas=1,retention.bytes=1000")
+    assert altered.returncode == 0, altered.stderr
+    configs = json.loads(kraftctl("configs", bs, "--entity-type", "topics", "--entity-name", "orders",
+                                  "--describe", "--output", "json").stdout)
+    assert configs == {"min.insync.replicas": "1", "retention.bytes": "1000", "retention.ms": "1000000"}
+    invalid = kraftctl("configs", bs, "--entity-type", "topics", "--entity-name", "orders", "--alter",
+                       "--add-config", "no.such.config=1")
+    assert invalid.returncode == 1 and "INVALID_CONFIG" in invalid.stderr
+
+    grown = kraftctl("topics", bs, "--alter", "--topic", "orders", "--partitions", "5")
+    assert grown.returncode == 0, grown.stderr
+    shrink = kraftctl("topics", bs, "--alter", "--topic", "orders", "--partitions", "2")
+    assert shrink.returncode == 1 and "INVALID_PARTITIONS" in shrink.stderr
+    desc = json.loads(kraftctl("topics", bs, "--describe", "--topic", "orders", "--output", "json").stdout)
+    assert desc[0]["partition_count"] == 5
+
+    status = json.loads(kraftctl("metadata-quorum", bs, "describe", "--status", "--output", "json").stdout)
+    assert status["LeaderId"] == 1 and status["CurrentVoters"] == [1] and status["HighWatermark"] > 0
+
+    assert kraftctl("topics", bs, "--delete", "--topic", "orders").returncode == 0
+    missing = kraftctl("topics", bs, "--describe", "--topic", "orders")
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    unreachable = kraftctl("topics", "--bootstrap-server", "127.0.0.1:1", "--list")
+    assert unreachable.returncode == 1 and "no broker reachable" in unreachable.stderr
+    for result in (again, bad, invalid, shrink, missing, unreachable):
+        assert "Traceback" not in result.stderr
+    cluster.stop_all()
