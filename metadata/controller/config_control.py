@@ -1,0 +1,101 @@
+"""Configuration control: IncrementalAlterConfigs on topics and brokers.
+
+Operations (Kafka's AlterConfigOp): SET a value, DELETE a key (back to its default),
+APPEND to / SUBTRACT from a list-typed value.  Each changed key becomes a ConfigRecord
+(a null value deletes).  Resources succeed or fail one by one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kraft.protocol.error_codes import ErrorCode
+from metadata.controller import configs as cfgs
+from metadata.controller.common import ApiError, Txn
+from metadata.image import ConfigResourceType, MetadataImage
+from metadata.serde import make
+
+if TYPE_CHECKING:
+    from metadata.controller.quorum_controller import QuorumController
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def incremental_alter_configs(ctl: "QuorumController", txn: Txn, version: int, req: dict,
+                              now_ms: int) -> dict:
+    keys = [(r["resource_type"], r["resource_name"]) for r in req["resources"]]
+    out = []
+    for r in req["resources"]:
+        key = (r["resource_type"], r["resource_name"])
+        result = {"error_code": 0, "error_message": None, "resource_type": key[0], "resource_name": key[1]}
+        out.append(result)
+        try:
+            if keys.count(key) > 1:
+                raise ApiError(ErrorCode.INVALID_REQUEST, "the resource is named twice in the request")
+            records = _alter(txn.image, key, r["configs"])
+        except ApiError as e:
+            result.update(error_code=int(e.code), error_message=e.message)
+            continue
+        if not req["validate_only"]:
+            txn.add(*records)
+    return {"throttle_time_ms": 0, "responses": out}
+
+
+def _table_for(image: MetadataImage, resource_type: int, name: str) -> dict:
+    if resource_type == ConfigResourceType.TOPIC:
+        if image.topic(name) is None:
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic named {name!r}")
+        return cfgs.TOPIC_CONFIGS
+    if resource_type == ConfigResourceType.BROKER:
+        if name != "":
+            try:
+                if int(name) < 0:
+                    raise ValueError
+            except ValueError:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"bad broker resource name {name!r}") from None
+        return cfgs.BROKER_CONFIGS
+    raise ApiError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {resource_type}")
+
+
+def _alter(image: MetadataImage, key: tuple[int, str], changes: list[dict]):
+    table = _table_for(image, *key)
+    current = dict(image.config(*key))
+    new = dict(current)
+    seen = set()
+    for c in changes:
+        name, op, value = c["name"], c["config_operation"], c["value"]
+        if name in seen:
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"configuration {name} is altered twice")
+        seen.add(name)
+        spec = table.get(name)
+        if spec is None:
+            raise ApiError(ErrorCode.INVALID_CONFIG, f"unknown configuration {name!r}")
+        try:
+            if op == SET:
+                cfgs.validate(table, name, value)
+                new[name] = value
+            elif op == DELETE:
+                new.pop(name, None)
+            elif op in (APPEND, SUBTRACT):
+                if spec.type != "list":
+                    raise cfgs.ConfigError(f"configuration {name} is not a list: cannot "
+                                           f"{'append to' if op == APPEND else 'subtract from'} it")
+                items = cfgs.validate(table, name, value)
+                old = spec.parse(new.get(name, ""))
+                if op == APPEND:
+                    merged = old + [x for x in items if x not in old]
+                else:
+                    merged = [x for x in old if x not in items]
+                text = ",".join(merged)
+                cfgs.validate(table, name, text)
+                new[name] = text
+            else:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op}")
+        except cfgs.ConfigError as e:
+            raise ApiError(ErrorCode.INVALID_CONFIG, str(e)) from None
+    records = []
+    for name in sorted(set(current) | set(new)):
+        if current.get(name) != new.get(name):
+            records.append(make("ConfigRecord", resource_type=key[0], resource_name=key[1],
+                                name=name, value=new.get(name)))
+    return records

@@ -1,0 +1,168 @@
+"""Configuration keys the controller accepts, with Kafka's names, types and bounds.
+
+Topic configs are checked on CreateTopics and IncrementalAlterConfigs; broker configs
+(resource name "" for the cluster default, or a broker id) only on the latter.  A value
+is validated by its type and bound; list-typed keys are the only ones APPEND and SUBTRACT
+apply to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+
+class ConfigError(ValueError):
+    """A config key or value the controller refuses (INVALID_CONFIG)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    name: str
+    type: str  # int long double boolean string list password
+    check: Callable[[object], bool] | None = None
+    valid: str = ""  # what check accepts, for the error message
+
+    def parse(self, text: str):
+        try:
+            value = _PARSERS[self.type](text)
+        except ValueError:
+            raise ConfigError(f"invalid value {text!r} for configuration {self.name}: "
+                              f"expected a {self.type}") from None
+        if self.check is not None and not self.check(value):
+            raise ConfigError(f"invalid value {text!r} for configuration {self.name}: "
+                              f"value must be {self.valid}")
+        return value
+
+
+def _bool(text: str) -> bool:
+    t = text.strip().lower()
+    if t not in ("true", "false"):
+        raise ValueError(text)
+    return t == "true"
+
+
+def _int(bits: int):
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+    def parse(text: str) -> int:
+        v = int(text.strip())
+        if not lo <= v <= hi:
+            raise ValueError(text)
+        return v
+    return parse
+
+
+def _list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()] if text.strip() else []
+
+
+_PARSERS = {
+    "int": _int(32), "long": _int(64), "double": lambda t: float(t.strip()), "boolean": _bool,
+    "string": str, "password": str, "list": _list,
+}
+
+
+def _at_least(n):
+    return (lambda v: v >= n), f"at least {n}"
+
+
+def _between(lo, hi):
+    return (lambda v: lo <= v <= hi), f"between {lo} and {hi}"
+
+
+def _one_of(*choices):
+    return (lambda v: v in choices), f"one of {', '.join(choices)}"
+
+
+def _each_of(*choices):
+    return (lambda v: all(x in choices for x in v)), f"a list of {', '.join(choices)}"
+
+
+def _key(name, type_, bound=None):
+    check, valid = bound if bound else (None, "")
+    return ConfigKey(name, type_, check, valid)
+
+
+_COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+TOPIC_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in [
+    _key("cleanup.policy", "list", _each_of("delete", "compact")),
+    _key("compression.type", "string", _one_of(*_COMPRESSION)),
+    _key("compression.gzip.level", "int", _between(-1, 9)),
+    _key("compression.lz4.level", "int", _between(1, 17)),
+    _key("compression.zstd.level", "int", _between(-131072, 22)),
+    _key("delete.retention.ms", "long", _at_least(0)),
+    _key("file.delete.delay.ms", "long", _at_least(0)),
+    _key("flush.messages", "long", _at_least(1)),
+    _key("flush.ms", "long", _at_least(0)),
+    _key("follower.replication.throttled.replicas", "list"),
+    _key("index.interval.bytes", "int", _at_least(0)),
+    _key("leader.replication.throttled.replicas", "list"),
+    _key("local.retention.bytes", "long", _at_least(-2)),
+    _key("local.retention.ms", "long", _at_least(-2)),
+    _key("max.compaction.lag.ms", "long", _at_least(1)),
+    _key("max.message.bytes", "int", _at_least(0)),
+    _key("message.downconversion.enable", "boolean"),
+    _key("message.format.version", "string"),
+    _key("message.timestamp.after.max.ms", "long", _at_least(0)),
+    _key("message.timestamp.before.max.ms", "long", _at_least(0)),
+    _key("message.timestamp.difference.max.ms", "long", _at_least(0)),
+    _key("message.timestamp.type", "string", _one_of("CreateTime", "LogAppendTime")),
+    _key("min.cleanable.dirty.ratio", "double", _between(0.0, 1.0)),
+    _key("min.compaction.lag.ms", "long", _at_least(0)),
+    _key("min.insync.replicas", "int", _at_least(1)),
+    _key("preallocate", "boolean"),
+    _key("remote.storage.enable", "boolean"),
+    _key("retention.bytes", "long"),
+    _key("retention.ms", "long", _at_least(-1)),
+    _key("segment.bytes", "int", _at_least(14)),
+    _key("segment.index.bytes", "int", _at_least(4)),
+    _key("segment.jitter.ms", "long", _at_least(0)),
+    _key("segment.ms", "long", _at_least(1)),
+    _key("unclean.leader.election.enable", "boolean"),
+]}
+
+# Broker configs that may change at run time (a dynamic subset of Kafka's).
+BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in [
+    _key("unclean.leader.election.enable", "boolean"),
+    _key("min.insync.replicas", "int", _at_least(1)),
+    _key("log.retention.ms", "long", _at_least(-1)),
+    _key("log.retention.bytes", "long"),
+    _key("log.segment.bytes", "int", _at_least(14)),
+    _key("log.roll.ms", "long", _at_least(1)),
+    _key("log.cleanup.policy", "list", _each_of("delete", "compact")),
+    _key("log.flush.interval.messages", "long", _at_least(1)),
+    _key("log.flush.interval.ms", "long", _at_least(0)),
+    _key("log.message.timestamp.type", "string", _one_of("CreateTime", "LogAppendTime")),
+    _key("compression.type", "string", _one_of(*_COMPRESSION)),
+    _key("message.max.bytes", "int", _at_least(0)),
+    _key("num.io.threads", "int", _at_least(1)),
+    _key("num.network.threads", "int", _at_least(1)),
+    _key("num.replica.fetchers", "int", _at_least(1)),
+    _key("background.threads", "int", _at_least(1)),
+    _key("leader.replication.throttled.rate", "long", _at_least(0)),
+    _key("follower.replication.throttled.rate", "long", _at_least(0)),
+    _key("max.connections", "int", _at_least(0)),
+    _key("max.connections.per.ip", "int", _at_least(0)),
+    _key("max.connections.per.ip.overrides", "string"),
+]}
+
+
+def validate(table: dict[str, ConfigKey], name: str, value: str | None):
+    """Parse ``value`` for key ``name``; raises ConfigError for an unknown key or bad value."""
+    key = table.get(name)
+    if key is None:
+        raise ConfigError(f"unknown configuration {name!r}")
+    if value is None:
+        raise ConfigError(f"null value not supported for configuration {name}")
+    return key.parse(value)
+
+
+def parse_bool(value: str | None, default: bool) -> bool:
+    if value is None:
+        return default
+    try:
+        return _bool(value)
+    except ValueError:
+        return default

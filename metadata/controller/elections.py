@@ -1,0 +1,163 @@
+"""Leader and ISR changes: the PartitionChangeRecords a change of broker state implies.
+
+Rules (Kafka's):
+- A broker that goes away (fenced, in controlled shutdown, unregistered, re-registered
+  as a new incarnation) leaves every ISR, except that an ISR never becomes empty: the
+  last member stays, and the partition is left without a leader.
+- The leader stays if it is still an eligible ISR member.  Otherwise the first replica
+  (in replica order, so the preferred leader wins) that is an eligible ISR member leads.
+- With no eligible ISR member the partition has no leader (-1), unless unclean leader
+  election is enabled for the topic: then any eligible replica leads, the ISR becomes
+  just that replica and the leader recovery state RECOVERING.
+- Naming a leader in the record bumps the leader epoch (on replay); every change bumps
+  the partition epoch.
+
+Eligible means registered, unfenced and not in controlled shutdown.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Iterable
+
+from metadata.controller.configs import parse_bool
+from metadata.image import (
+    NO_LEADER,
+    ConfigResourceType,
+    LeaderRecoveryState,
+    MetadataImage,
+    PartitionRegistration,
+)
+from metadata.serde import MetadataRecord, make
+
+
+def unclean_enabled(image: MetadataImage, topic_name: str, default: bool) -> bool:
+    """``unclean.leader.election.enable`` for the topic: topic config, cluster default, static."""
+    key = "unclean.leader.election.enable"
+    value = image.config(ConfigResourceType.TOPIC, topic_name).get(key)
+    if value is None:
+        value = image.config(ConfigResourceType.BROKER, "").get(key)
+    return parse_bool(value, default)
+
+
+def change_partition(
+    image: MetadataImage,
+    topic_id: uuid.UUID,
+    index: int,
+    part: PartitionRegistration,
+    *,
+    leaving: frozenset[int] = frozenset(),
+    target_isr: Iterable[int] | None = None,
+    unclean: bool = False,
+    recovery_state: int | None = None,
+) -> MetadataRecord | None:
+    """The PartitionChangeRecord for ``part`` after ``leaving`` brokers go, or None if none."""
+
+    def eligible(b: int) -> bool:
+        if b in leaving:
+            return False
+        reg = image.brokers.get(b)
+        return reg is not None and reg.is_active
+
+    isr = list(part.isr if target_isr is None else target_isr)
+    kept = [b for b in isr if b not in leaving]
+    new_isr = kept if kept else isr
+    new_recovery = part.leader_recovery_state if recovery_state is None else recovery_state
+
+    if part.leader in new_isr and eligible(part.leader):
+        new_leader = part.leader
+    else:
+        candidates = [b for b in part.replicas if b in new_isr and eligible(b)]
+        candidates += [b for b in new_isr if b not in candidates and eligible(b)]
+        if candidates:
+            new_leader = candidates[0]
+        else:
+            new_leader = NO_LEADER
+            if unclean:
+                live = [b for b in part.replicas if eligible(b)]
+                if live:
+                    new_leader = live[0]
+                    new_isr = [new_leader]
+                    new_recovery = LeaderRecoveryState.RECOVERING
+
+    fields: dict = {}
+    if tuple(new_isr) != part.isr:
+        fields["isr"] = list(new_isr)
+    if new_leader != part.leader:
+        fields["leader"] = new_leader
+    if new_recovery != part.leader_recovery_state:
+        fields["leader_recovery_state"] = new_recovery
+    if not fields:
+        return None
+    return make("PartitionChangeRecord", partition_id=index, topic_id=topic_id, **fields)
+
+
+def broker_leaving(
+    image: MetadataImage, broker_id: int, unclean_default: bool
+) -> list[MetadataRecord]:
+    """Changes for every partition ``broker_id`` is in the ISR of, as it goes away."""
+    leaving = frozenset({broker_id})
+    out = []
+    for topic in _topics(image):
+        unclean = None
+        for index, part in sorted(topic.partitions.items()):
+            if broker_id not in part.isr and part.leader != broker_id:
+                continue
+            if unclean is None:
+                unclean = unclean_enabled(image, topic.name, unclean_default)
+            rec = change_partition(image, topic.id, index, part, leaving=leaving, unclean=unclean)
+            if rec is not None:
+                out.append(rec)
+    return out
+
+
+def elect_leaderless(
+    image: MetadataImage, broker_id: int | None, unclean_default: bool
+) -> list[MetadataRecord]:
+    """Elect leaders for partitions without one that ``broker_id`` (None: any) replicates."""
+    out = []
+    for topic in _topics(image):
+        unclean = None
+        for index, part in sorted(topic.partitions.items()):
+            if part.has_leader or (broker_id is not None and broker_id not in part.replicas):
+                continue
+            if unclean is None:
+                unclean = unclean_enabled(image, topic.name, unclean_default)
+            rec = change_partition(image, topic.id, index, part, unclean=unclean)
+            if rec is not None:
+                out.append(rec)
+    return out
+
+
+def partitions_led_by(image: MetadataImage, broker_id: int) -> int:
+    return sum(
+        1 for topic in image.topics_by_id.values()
+        for part in topic.partitions.values() if part.leader == broker_id
+    )
+
+
+def _topics(image: MetadataImage):
+    return (image.topics_by_name[name] for name in sorted(image.topics_by_name))
+
+
+def preferred_election(image: MetadataImage, topic_id: uuid.UUID, index: int,
+                       part: PartitionRegistration) -> MetadataRecord | None:
+    """Hand leadership to the preferred (first) replica, if it is not leading and can."""
+    preferred = part.replicas[0] if part.replicas else NO_LEADER
+    if part.leader == preferred or preferred not in part.isr:
+        return None
+    reg = image.brokers.get(preferred)
+    if reg is None or not reg.is_active:
+        return None
+    return make("PartitionChangeRecord", partition_id=index, topic_id=topic_id, leader=preferred)
+
+
+def rebalance_leaders(image: MetadataImage) -> list[MetadataRecord]:
+    """Preferred-leader elections for every partition whose preferred replica can lead."""
+    out = []
+    for topic in _topics(image):
+        for index, part in sorted(topic.partitions.items()):
+            rec = preferred_election(image, topic.id, index, part)
+            if rec is not None:
+                out.append(rec)
+    return out

@@ -1,0 +1,273 @@
+"""QuorumController: the sans-IO heart of the active controller.
+
+Theory of operation
+-------------------
+The controller keeps two images.  The *committed* image is the metadata log up to the
+last committed record, fed by ``replay`` (and ``load_snapshot``) as the Raft layer commits.
+On the active controller the *working* image is the committed one plus every record this
+controller has handed out but not yet seen committed (``pending``).  Requests are checked
+and answered against the working image, so a request sees the effect of every earlier
+request even before it commits, and two CreateTopics of one name cannot both succeed.
+
+``handle`` and ``tick`` return a ControllerResult: records for the caller to append to
+the log as one batch, at once and in order (the controller has already counted them
+from ``next_offset``: a broker epoch is the offset of its registration record), and a
+response to send once ``commit_offset`` has committed.
+
+When the committed records are this controller's own pending ones, the working image is
+already right.  Anything else (a leadership change, records the controller did not write,
+an offset that is not the one it expected) rebuilds the working image from the committed
+one; losing leadership drops every pending record and the soft state (heartbeat times).
+
+The interface the Raft layer drives::
+
+    on_leader_change(leader_id, epoch, next_offset)  # next_offset: where our appends start
+    replay(records, last_offset)                      # a committed batch, in log order
+    load_snapshot(records, last_offset)               # a snapshot replaces everything
+    resign()                                          # e.g. an append failed or was misplaced
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from random import Random
+from typing import Callable, Sequence
+
+from kraft.protocol.error_codes import ErrorCode
+from metadata.controller import cluster, config_control, partitions, topics
+from metadata.controller.elections import rebalance_leaders
+from metadata.controller.common import ApiError, ControllerConfig, ControllerResult, Txn, error_response
+from metadata.delta import apply_records
+from metadata.image import EMPTY_IMAGE, MetadataImage
+from metadata.serde import MetadataRecord, make
+
+Handler = Callable[["QuorumController", Txn, int, dict, int], dict]
+
+HANDLERS: dict[str, Handler] = {
+    "BrokerRegistration": cluster.register_broker,
+    "BrokerHeartbeat": cluster.broker_heartbeat,
+    "UnregisterBroker": cluster.unregister_broker,
+    "ControllerRegistration": cluster.register_controller,
+    "AllocateProducerIds": cluster.allocate_producer_ids,
+    "CreateTopics": topics.create_topics,
+    "DeleteTopics": topics.delete_topics,
+    "CreatePartitions": topics.create_partitions,
+    "AlterPartition": partitions.alter_partition,
+    "ElectLeaders": partitions.elect_leaders,
+    "IncrementalAlterConfigs": config_control.incremental_alter_configs,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    base_offset: int
+    last_offset: int
+    records: tuple[MetadataRecord, ...]
+
+
+class QuorumController:
+    """The controller state machine of one controller node (active or standby)."""
+
+    def __init__(self, config: ControllerConfig, rng: Random | None = None,
+                 bootstrap: Sequence[MetadataRecord] = ()):
+        """``bootstrap``: records (at least metadata.version's FeatureLevelRecord, as
+        ``kraftctl format`` sets it) that an active controller writes first when the log
+        holds no metadata yet."""
+        self.config = config
+        self.rng = rng if rng is not None else Random()
+        self.bootstrap = tuple(bootstrap)
+        self._committed: MetadataImage = EMPTY_IMAGE
+        self._working: MetadataImage = EMPTY_IMAGE
+        self._pending: deque[_Pending] = deque()
+        self._active = False
+        self.leader_id: int | None = None
+        self.epoch = -1
+        self._next_offset = 0
+        self._last_contact_ms: dict[int, int] = {}
+        self._metadata_offsets: dict[int, int] = {}  # last reported by each broker
+        self.controlled_shutdown_offset: dict[int, int] = {}  # where its leaderships moved
+        self._last_noop_ms: int | None = None
+        self._last_rebalance_ms: int | None = None
+
+    # -- state
+
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    @property
+    def image(self) -> MetadataImage:
+        """The committed image."""
+        return self._committed
+
+    @property
+    def working_image(self) -> MetadataImage:
+        """The committed image plus this controller's pending records."""
+        return self._working
+
+    @property
+    def next_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def pending_offsets(self) -> list[tuple[int, int]]:
+        return [(p.base_offset, p.last_offset) for p in self._pending]
+
+    # -- driven by Raft
+
+    def on_leader_change(self, leader_id: int | None, epoch: int, next_offset: int | None = None) -> None:
+        """A new leader (or none) for ``epoch``; when it is this node, pass ``next_offset``.
+
+        Call it for this node only once every record committed before the epoch has been
+        replayed (as Kafka's Raft client does), so the working image starts complete.
+        """
+        self.leader_id = leader_id
+        self.epoch = epoch
+        if leader_id == self.config.node_id:
+            if next_offset is None:
+                raise ValueError("becoming active needs the offset the next append will get")
+            self._drop_pending()
+            self._active = True
+            self._next_offset = next_offset
+            self._clear_soft_state()
+        else:
+            self.resign()
+
+    def resign(self) -> None:
+        """Stop being active: drop pending records and soft state."""
+        self._active = False
+        self._drop_pending()
+        self._clear_soft_state()
+
+    def _clear_soft_state(self) -> None:
+        self._last_contact_ms.clear()
+        self._metadata_offsets.clear()
+        self.controlled_shutdown_offset.clear()
+        self._last_noop_ms = None
+        self._last_rebalance_ms = None
+
+    def _drop_pending(self) -> None:
+        self._pending.clear()
+        self._working = self._committed
+
+    def replay(self, records: Sequence[MetadataRecord], last_offset: int) -> None:
+        """Apply a committed batch whose last record is at ``last_offset``."""
+        if last_offset <= self._committed.offset:
+            return  # already applied (a replay after a snapshot load, say)
+        self._committed = apply_records(self._committed, records, last_offset)
+        if not self._active:
+            self._working = self._committed
+            return
+        if not records and not self._pending:
+            # a control batch (no metadata records): nothing of ours to reconcile, but our
+            # appends now start after it
+            self._working = self._committed
+            self._next_offset = max(self._next_offset, last_offset + 1)
+            return
+        first = last_offset - len(records) + 1
+        if self._pending and self._pending[0].base_offset == first \
+                and self._pending[0].last_offset == last_offset \
+                and list(self._pending[0].records) == list(records):
+            self._pending.popleft()  # ours, as expected: the working image already has it
+            return
+        if (self._pending and self._pending[0].base_offset <= last_offset) or last_offset >= self._next_offset:
+            # something else was committed where we meant to write: we are not the leader
+            # we think we are
+            self.resign()
+            return
+        self._rebuild_working()  # records from before our time (a previous leader's)
+
+    def load_snapshot(self, records: Sequence[MetadataRecord], last_offset: int) -> None:
+        """Replace the committed image with a snapshot ending at ``last_offset``."""
+        self._committed = MetadataImage.from_records(records, last_offset)
+        while self._pending and self._pending[0].last_offset <= last_offset:
+            self._pending.popleft()
+        self._rebuild_working()
+
+    def _rebuild_working(self) -> None:
+        image = self._committed
+        for p in self._pending:
+            image = apply_records(image, p.records, p.last_offset)
+        self._working = image
+
+    # -- soft state
+
+    def touch(self, broker_id: int, now_ms: int, metadata_offset: int | None = None) -> None:
+        self._last_contact_ms[broker_id] = now_ms
+        if metadata_offset is not None:
+            self._metadata_offsets[broker_id] = metadata_offset
+
+    def forget(self, broker_id: int) -> None:
+        self._last_contact_ms.pop(broker_id, None)
+        self._metadata_offsets.pop(broker_id, None)
+        self.controlled_shutdown_offset.pop(broker_id, None)
+
+    def lowest_active_offset(self, image: MetadataImage, except_broker: int) -> int:
+        """The lowest metadata offset reported by an active broker (other than one)."""
+        offsets = [self._metadata_offsets.get(b.id, -1) for b in image.active_brokers() if b.id != except_broker]
+        return min(offsets, default=1 << 63)
+
+    def has_valid_session(self, broker_id: int, now_ms: int) -> bool:
+        last = self._last_contact_ms.get(broker_id)
+        return last is not None and now_ms - last < self.config.broker_session_timeout_ms
+
+    # -- requests and time
+
+    def handle(self, api: str, version: int, body: dict, now_ms: int) -> ControllerResult:
+        """Process one controller request (decoded ``body`` of ``api`` at ``version``)."""
+        handler = HANDLERS.get(api)
+        if handler is None:
+            raise KeyError(f"the controller does not handle {api}")
+        if not self._active:
+            return self._result(Txn(self._working, self._next_offset),
+                                error_response(api, body, ErrorCode.NOT_CONTROLLER))
+        txn = self._new_txn()
+        try:
+            response = handler(self, txn, version, body, now_ms)
+        except ApiError as e:
+            txn = self._new_txn()  # a top-level error writes nothing of its own
+            response = error_response(api, body, e.code, e.message)
+        return self._result(txn, response)
+
+    def _new_txn(self) -> Txn:
+        txn = Txn(self._working, self._next_offset)
+        if self._active and self.bootstrap and self._working.is_empty():
+            txn.add(*self.bootstrap)  # a new cluster: its first records
+        return txn
+
+    def tick(self, now_ms: int) -> ControllerResult:
+        """Fence brokers whose session expired, move leaders back to preferred replicas every
+        ``leader.imbalance.check.interval.seconds``, and write a NoOpRecord every
+        ``metadata.max.idle.interval.ms``."""
+        if not self._active:
+            return self._result(Txn(self._working, self._next_offset), None)
+        txn = self._new_txn()
+        for broker_id in self._working.brokers:
+            self._last_contact_ms.setdefault(broker_id, now_ms)  # a fresh session after failover
+        cluster.expire_sessions(self, txn, now_ms)
+        if self.config.auto_leader_rebalance_enable:
+            if self._last_rebalance_ms is None:
+                self._last_rebalance_ms = now_ms
+            elif now_ms - self._last_rebalance_ms >= self.config.leader_imbalance_check_interval_ms:
+                txn.add(*rebalance_leaders(txn.image))
+                self._last_rebalance_ms = now_ms
+        interval = self.config.max_idle_interval_ms
+        if self._last_noop_ms is None:
+            self._last_noop_ms = now_ms
+        elif interval > 0 and now_ms - self._last_noop_ms >= interval:
+            txn.add(make("NoOpRecord"))
+            self._last_noop_ms = now_ms
+        return self._result(txn, None)
+
+    def _result(self, txn: Txn, response: dict | None) -> ControllerResult:
+        if not txn.records:
+            wait = self._pending[-1].last_offset if self._pending else self._committed.offset
+            return ControllerResult((), response, self._next_offset, wait)
+        base = self._next_offset
+        last = base + len(txn.records) - 1
+        records = tuple(txn.records)
+        self._pending.append(_Pending(base, last, records))
+        self._working = txn.image
+        self._next_offset = last + 1
+        return ControllerResult(records, response, base, last)
