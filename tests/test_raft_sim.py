@@ -116,3 +116,27 @@ def test_disk_refuses_an_epoch_going_back():
     d.write(ready(hard_state=HardState(2)))
     with pytest.raises(RaftInvariantError):
         d.sync()
+
+
+def test_a_voter_that_lost_its_disk_returns_as_an_observer():
+    """Disk loss: the node forgot its votes, so it replicates without voting (KIP-853 idea)."""
+    for seed in range(300):
+        sim = Simulation(seed)
+        sim.run()
+        lost = [n for n in sim.nodes.values() if n.lost_disk]
+        if lost:
+            break
+    else:
+        pytest.fail("no seed below 300 loses a disk")
+    node = lost[0]
+    assert node.config.observer_only and not node.core.is_voter
+    assert node.records == sim.truth[:len(node.records)]  # caught up as an observer
+    assert any("loses its disk" in line for line in sim.trace)
+
+
+def test_unsafe_switches_are_off_by_default():
+    from kraft.raft.config import RaftConfig
+
+    config = RaftConfig(1, frozenset({1}))
+    assert not any(getattr(config, name) for name in RaftConfig.__slots__
+                   if name.startswith("unsafe_"))
