@@ -209,3 +209,75 @@ def test_synthetic_history_with_a_corrupted_read_fails():
     assert r["valid"] is False
     f = r["failures"]["examples"][0]
     assert f["key"] == o.value[0] and f["op"]["index"] == i
+
+
+# ---------------------------------------------------------------- against brute force
+
+def _brute_force(model, ops):
+    """Linearizable iff some real-time-respecting order of the ok ops plus a subset of
+    the indefinite ones is accepted by the model (tries them all)."""
+    from itertools import combinations, permutations
+
+    oks = [o for o in ops if o.c_index is not None]
+    maybes = [o for o in ops if o.c_index is None]
+    for k in range(len(maybes) + 1):
+        for chosen in combinations(maybes, k):
+            group = oks + list(chosen)
+            for order in permutations(group):
+                # real time: nothing may precede an op that completed before it began
+                if any(b.c_index is not None and b.c_index < a.i_index
+                       for x, a in enumerate(order) for b in order[x + 1:]):
+                    continue
+                state = model.init()
+                for o in order:
+                    state = model.step(state, o.f, o.arg, o.out)
+                    if state is None:
+                        break
+                else:
+                    return True
+    return False
+
+
+def _random_history(rng, n_ops):
+    """Random concurrent cas-register ops with random (often impossible) results."""
+    recs, live, procs = [], {}, 0
+    started = 0
+    while started < n_ops or live:
+        if started < n_ops and (not live or rng.random() < 0.5):
+            f = rng.choice(["read", "write", "cas"])
+            arg = (None if f == "read" else rng.randrange(3) if f == "write"
+                   else (rng.randrange(3), rng.randrange(3)))
+            live[procs] = (len(recs), f, arg)
+            recs.append(None)
+            procs += 1
+            started += 1
+        else:
+            p = rng.choice(sorted(live))
+            i, f, arg = live.pop(p)
+            ctype = rng.choice(["ok", "ok", "ok", "info"]) if f != "read" else "ok"
+            out = rng.choice([None, 0, 1, 2]) if f == "read" else None
+            recs[i] = (p, i, f, arg, ctype, out)
+            recs.append(("ret", p))
+    ops = []
+    for x, r in enumerate(recs):
+        if r is None or r[0] == "ret":
+            continue
+        p, i, f, arg, ctype, out = r
+        c = next(y for y in range(x + 1, len(recs))
+                 if recs[y] is not None and recs[y][0] == "ret" and recs[y][1] == p)
+        ops.append(LinOp(i, c if ctype == "ok" else None, p, f, arg, out))
+    return ops
+
+
+def test_search_agrees_with_brute_force():
+    import random
+
+    rng = random.Random(2024)
+    model = CasRegister()
+    verdicts = {True: 0, False: 0}
+    for _ in range(400):
+        ops = _random_history(rng, rng.randint(1, 6))
+        expected = _brute_force(model, ops)
+        assert search(model, ops).valid is expected, ops
+        verdicts[expected] += 1
+    assert min(verdicts.values()) > 50  # both kinds were exercised

@@ -98,3 +98,13 @@ def test_cli_on_spark_with_progress(spark, tmp_path):
     assert len(res["checkers"]["queue"]["anomaly-types"]) == 13
     assert "[spark] stage" in r.stderr and "[check] queue checked" in r.stderr
     assert not spark.sparkContext._jsc.sc().isStopped()  # the CLI left our session alone
+
+
+def test_session_is_quiet(spark):
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.ui.enabled") == "false"
+    assert conf.get("spark.ui.showConsoleProgress") == "false"
+    opts = conf.get("spark.driver.extraJavaOptions")
+    cfg = opts.split("-Dlog4j2.configurationFile=file:")[1].split()[0]
+    with open(cfg) as f:
+        assert "rootLogger.level = error" in f.read()

@@ -1,0 +1,403 @@
+"""Running the checkers on Spark: a quiet session, stage progress, and the two drivers.
+
+The Spark path does the bulk, order-dependent work in the JVM (reading Parquet, pairing
+each invocation with its completion by a window over ``(process, index)``, statistics by
+aggregation) and ships only the per-key analysis to Python workers: records are keyed by
+partition (queue) or register key (linearizability), grouped with one shuffle, and each
+Spark task runs the same pure functions the single-process path runs, over its group of
+keys.  Only per-key partial results come back to the driver.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from jepsen.checkers import linear, queue
+from jepsen.checkers._common import QUANTILES, Flat, stats_dict, time_buckets
+from jepsen.history import (
+    Op,
+    decode_value,
+    history_file,
+    read_jsonl,
+    write_parquet,
+)
+
+_LOG4J2 = """\
+status = error
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+# ---------------------------------------------------------------- session
+
+
+def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
+                  shuffle_partitions: int | None = None, log_dir: str | None = None):
+    """Builds (or returns the running) SparkSession, quietly.
+
+    The JVM logs only errors (a log4j2 config passed as a system property), the web UI
+    and console progress bar are off, and whatever the JVM writes to stderr while it
+    starts (and after) goes to ``<log_dir>/spark-jvm.log`` instead of the terminal.
+
+    Args:
+        master: a Spark master URL; ``local[*]`` by default.
+        app_name: the application name.
+        shuffle_partitions: ``spark.sql.shuffle.partitions``; by default twice the
+            default parallelism for local masters, Spark's default otherwise.
+        log_dir: where the JVM log and the log4j2 config go (a temp dir by default).
+    """
+    local = master.startswith("local")
+    if local:  # a cluster master needs the driver reachable from its executors
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    d = Path(log_dir or tempfile.mkdtemp(prefix="jepsen-spark-"))
+    d.mkdir(parents=True, exist_ok=True)
+    cfg = d / "log4j2.properties"
+    cfg.write_text(_LOG4J2)
+    java_opts = f"-Dlog4j2.configurationFile=file:{cfg} -Dlog4j.configurationFile=file:{cfg}"
+    b = (SparkSession.builder.master(master).appName(app_name)
+         .config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false")
+         .config("spark.driver.extraJavaOptions", java_opts)
+         .config("spark.executor.extraJavaOptions", java_opts)
+         .config("spark.sql.adaptive.enabled", "true")
+         .config("spark.python.worker.reuse", "true"))
+    if local:
+        b = b.config("spark.driver.bindAddress", os.environ["SPARK_LOCAL_IP"])
+    if shuffle_partitions is None and local:
+        n = os.cpu_count() or 2
+        inner = master[master.find("[") + 1:master.find("]")] if "[" in master else "1"
+        if inner.isdigit():
+            n = int(inner)
+        shuffle_partitions = max(2, 2 * n)
+    if shuffle_partitions:
+        b = b.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        b = b.config("spark.default.parallelism", str(shuffle_partitions))
+    with _stderr_to(d / "spark-jvm.log"):
+        spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    if not local:
+        _ship_package(spark, d)
+    return spark
+
+
+@contextlib.contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """Points file descriptor 2 at ``path`` while the JVM is launched (it inherits it)."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+
+
+def _ship_package(spark, d: Path) -> None:
+    """Sends the ``jepsen`` package to remote executors."""
+    root = Path(__file__).resolve().parents[1]
+    z = d / "jepsen.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        for p in root.rglob("*.py"):
+            zf.write(p, Path("jepsen") / p.relative_to(root))
+    spark.sparkContext.addPyFile(str(z))
+
+
+_phase: str | None = None  # what the driver is doing; progress lines name it
+
+
+class StageProgress:
+    """Prints one line per finished Spark stage (polling the status tracker)."""
+
+    def __init__(self, spark, out=None, interval_s: float = 0.2) -> None:
+        self._tracker = spark.sparkContext.statusTracker()
+        self._out = out or sys.stderr
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._live: dict[int, tuple[str, int, int, float]] = {}
+        self._thread = threading.Thread(target=self._run, daemon=True, name="stage-progress")
+
+    def __enter__(self) -> StageProgress:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._poll(final=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self._poll()
+
+    def _poll(self, final: bool = False) -> None:
+        try:
+            active = set(self._tracker.getActiveStageIds())
+        except Exception:  # the context is shutting down
+            return
+        for sid in active:
+            info = self._tracker.getStageInfo(sid)
+            if info is None:
+                continue
+            if sid not in self._live:
+                name = info.name.split(" at ")[0].strip()
+                self._live[sid] = (f"{_phase} ({name})" if _phase else name, info.numTasks,
+                                   info.numCompletedTasks, time.monotonic())
+        for sid in [s for s in self._live if s not in active or final]:
+            name, n, _, first = self._live.pop(sid)
+            print(f"[spark] stage {sid} {name}: {n} tasks done in "
+                  f"{time.monotonic() - first:.1f}s", file=self._out, flush=True)
+
+
+@contextlib.contextmanager
+def phase(spark, name: str) -> Iterator[None]:
+    """Names the Spark stages started inside (their progress lines show ``name``)."""
+    global _phase
+    sc = spark.sparkContext
+    before = _phase
+    _phase = name
+    sc.setJobDescription(name)
+    try:
+        yield
+    finally:
+        _phase = before
+        sc.setJobDescription(before)
+
+
+# ---------------------------------------------------------------- loading
+
+
+def parquet_source(source: str | os.PathLike[str] | Iterable[Op]) -> str:
+    """The Parquet file to read for a run folder, a history file, or ops in memory.
+
+    JSON-lines histories and ops in memory are written to a temporary Parquet file.
+    """
+    if not isinstance(source, (str, os.PathLike)):
+        return temp_parquet(source)
+    p = Path(source)
+    if p.is_dir():
+        p = history_file(p)
+    if p.suffix == ".jsonl":
+        return temp_parquet(read_jsonl(p))
+    return str(p.resolve())
+
+
+def history_frame(spark, source: str | os.PathLike[str] | Iterable[Op]):
+    """A DataFrame of history records in the Parquet schema (see ``parquet_source``)."""
+    return spark.read.parquet(parquet_source(source))
+
+
+def temp_parquet(ops: Iterable[Op]) -> str:
+    """Writes ops to a temporary Parquet file, removed when this process exits."""
+    fd, tmp = tempfile.mkstemp(suffix=".parquet", prefix="history-")
+    os.close(fd)
+    atexit.register(_unlink, tmp)
+    write_parquet(ops, tmp)
+    return tmp
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+def paired_frame(df):
+    """Invocations joined with their completions (the next record of their process)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy("process", "actor").orderBy("index")
+    nt = F.lead("type").over(w)
+    done = nt.isNotNull() & (nt != "invoke")
+    return (df.select(
+        "process", "actor", "f", "type",
+        F.col("index").alias("i_index"), F.col("time").alias("i_time"),
+        F.col("value").alias("i_value"), "key",
+        F.when(done, F.lead("index").over(w)).alias("c_index"),
+        F.when(done, F.lead("time").over(w)).alias("c_time"),
+        F.when(done, nt).otherwise(F.lit("info")).alias("c_type"),
+        F.when(done, F.lead("value").over(w)).alias("c_value"),
+        F.when(done, F.lead("error").over(w)).alias("error"))
+        .filter(F.col("type") == "invoke").drop("type"))
+
+
+_FLAT_COLS = ("process", "actor", "f", "i_index", "i_time", "i_value", "c_index", "c_time",
+              "c_type", "c_value", "error")
+
+
+def _flats(rows: Iterable[Any]) -> Iterator[Flat]:
+    for r in rows:
+        p = r[0] if r[0] is not None else r[1]
+        yield Flat(p, r[2], r[3], r[4], decode_value(r[5]), r[6], r[7], r[8],
+                   decode_value(r[9]), r[10])
+
+
+def _counts_and_grid(paired) -> tuple[dict[str, dict[str, int]], int, int]:
+    """ok/fail/info counts per f, and the time grid, in one job over paired ops."""
+    from pyspark.sql import functions as F
+
+    last = F.greatest(F.col("i_time"), F.coalesce(F.col("c_time"), F.col("i_time")))
+    rows = (paired.groupBy("f", "c_type")
+            .agg(F.count(F.lit(1)), F.min("i_time"), F.max(last)).collect())
+    counts: dict[str, dict[str, int]] = {}
+    for r in rows:
+        counts.setdefault(r[0], {"ok": 0, "fail": 0, "info": 0})[r[1]] = int(r[2])
+    if not rows:
+        return counts, 0, 1
+    t0 = min(int(r[3]) for r in rows)
+    t1 = max(int(r[4]) for r in rows)
+    return counts, t0, time_buckets(t0, t1)
+
+
+def spark_stats(paired, t0: int, bucket_ns: int, counts=None) -> dict[str, Any]:
+    """The statistics of ``basic_stats``, aggregated by Spark (quantiles approximate).
+
+    Latency quantiles (grouped by f) and throughput (grouped by time bucket and
+    completion type) come out of one job, as two grouping sets.
+    """
+    from pyspark.sql import functions as F
+
+    if counts is None:
+        counts, _, _ = _counts_and_grid(paired)
+    b = F.floor((F.col("c_time") - F.lit(t0)) / F.lit(bucket_ns)).cast("long")
+    done = (paired.filter(F.col("c_time").isNotNull())
+            .select("f", "c_type", b.alias("b"),
+                    (F.col("c_time") - F.col("i_time")).alias("lat")))
+    rows = (done.groupingSets([["f"], ["b", "c_type"]], "f", "b", "c_type")
+            .agg(F.percentile_approx("lat", list(QUANTILES), 10000), F.count(F.lit(1)))
+            .collect())
+    latency: dict[str, dict[str, int]] = {}
+    thru: dict[int, dict[str, int]] = {}
+    for r in rows:
+        f, bucket, ctype, qs, n = r
+        if f is not None:
+            latency[f] = {str(q): int(v) for q, v in zip(QUANTILES, qs)}
+        elif bucket is not None:
+            thru.setdefault(int(bucket), {})[ctype] = int(n)
+    return stats_dict(counts, latency, thru, t0, bucket_ns)
+
+
+def by_key(frame, to_records, analyse, partitions: int) -> list[Any]:
+    """Keys records of flat operations, groups them by key, analyses each group.
+
+    ``to_records(flat)`` yields ``(key, record)`` pairs (records are named tuples) and
+    ``analyse(key, records)`` returns one picklable result per key; it receives the
+    records as plain tuples.  The first stage packs each input partition's
+    records into one chunk per key, so the shuffle moves a few large objects rather than
+    a pair per record; the second joins each key's chunks and analyses it, one Spark task
+    per group of keys.  (``mapInArrow`` would spare the row conversion but needs pandas.)
+    """
+
+    def pack(rows):
+        groups: dict[Any, list] = {}
+        for fl in _flats(rows):
+            for key, rec in to_records(fl):
+                groups.setdefault(key, []).append(tuple(rec))  # plain tuples pickle fast
+        return iter(groups.items())
+
+    def unpack(chunks):
+        for key, parts in chunks:
+            recs = []
+            for part in parts:
+                recs.extend(part)
+            yield analyse(key, recs)
+
+    return (frame.select(*_FLAT_COLS).rdd.mapPartitions(pack)
+            .groupByKey(partitions).mapPartitions(unpack).collect())
+
+
+# ---------------------------------------------------------------- drivers
+
+
+def spark_check_queue(spark, source, sub_via: str | None = None,
+                      max_examples: int = queue.DEFAULT_MAX_EXAMPLES,
+                      partitions: int | None = None) -> dict[str, Any]:
+    """The queue checker on Spark; returns what ``queue.check_queue`` returns."""
+    from pyspark.sql import functions as F
+
+    df = history_frame(spark, source)
+    paired = paired_frame(df).persist()
+    try:
+        with phase(spark, "queue: pair operations, count"):
+            counts, t0, bucket_ns = _counts_and_grid(paired)
+        resets: dict[Any, list[int]] = {}
+        subs = set()
+        with phase(spark, "queue: collect assignments"):
+            resets_rows = (paired.filter(F.col("f").isin(*queue.RESET_FS))
+                           .select("process", "actor", "i_index", "f").collect())
+        for r in resets_rows:
+            resets.setdefault(r[0] if r[0] is not None else r[1], []).append(int(r[2]))
+            subs.add(r[3])
+        for v in resets.values():
+            v.sort()
+        if sub_via is None:
+            sub_via = "subscribe" if "subscribe" in subs else (
+                "assign" if "assign" in subs else None)
+        n = partitions or spark.sparkContext.defaultParallelism
+        resets_b = spark.sparkContext.broadcast(resets)
+
+        def analyse(key, recs):
+            nsend = len(queue.SendRec._fields)
+            sends = [queue.SendRec._make(r) for r in recs if len(r) == nsend]
+            polls = [queue.PollRec._make(r) for r in recs if len(r) != nsend]
+            return queue.check_partition(key, sends, polls, resets_b.value, t0, bucket_ns)
+
+        with phase(spark, "queue: analyse partitions"):
+            parts = by_key(paired.filter(F.col("f").isin("send", "poll")),
+                           queue.records_of, analyse, n)
+        result = queue.merge_parts(parts, t0, bucket_ns, sub_via, max_examples)
+        with phase(spark, "queue: latency, throughput"):
+            result["stats"] = spark_stats(paired, t0, bucket_ns, counts)
+    finally:
+        paired.unpersist()
+    return {"checker": "queue", **result}
+
+
+def spark_check_linearizable(spark, source, model: str | linear.Model = "cas-register",
+                             keyed: bool = True, budget: int = linear.DEFAULT_BUDGET,
+                             max_examples: int = 100,
+                             partitions: int | None = None) -> dict[str, Any]:
+    """The linearizability checker on Spark: one task per group of keys."""
+    from pyspark.sql import functions as F
+
+    m = linear.model_named(model)
+    df = history_frame(spark, source)
+    n = partitions or spark.sparkContext.defaultParallelism
+
+    def records(fl):
+        r = linear.lin_record(m, fl, keyed)
+        if r is not None:
+            yield r
+
+    def analyse(key, ops):
+        return linear.check_key(m, key, [linear.LinOp._make(o) for o in ops], budget)
+
+    with phase(spark, f"linearizable: search keys ({m.name})"):
+        results = by_key(paired_frame(df).filter(F.col("f").isin(*m.fs)), records, analyse,
+                         n)
+    return linear.merge_keys(m, results, max_examples)
