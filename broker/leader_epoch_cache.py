@@ -45,7 +45,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kraft.properties import write_atomically
+from kraft.durability import atomic_write
 
 __all__ = [
     "CHECKPOINT_FILE_NAME",
@@ -256,7 +256,7 @@ class LeaderEpochCache:
 
     def write_checkpoint(self, path: str | os.PathLike) -> None:
         """Atomically replace the checkpoint file at ``path``."""
-        write_atomically(path, self.to_checkpoint_bytes())
+        atomic_write(path, self.to_checkpoint_bytes())
 
     @classmethod
     def read_checkpoint(cls, path: str | os.PathLike) -> LeaderEpochCache:

@@ -1,4 +1,7 @@
-"""Reports of what a node has made durable, for the fault-injection harness.
+"""Durable file primitives, and reports of what a node has made durable.
+
+``atomic_write`` replaces a file so that a crash leaves the old or the new content, never a
+mixture: write ``<name>.tmp``, fsync it, rename it over the target, fsync the directory.
 
 When ``KRAFT_FSYNC_JOURNAL`` names a file, every fsync, rename and unlink kraft performs is
 appended to it as one line (tab-separated, absolute paths), right after it happened and
@@ -42,9 +45,38 @@ def note_unlink(path) -> None:
         _write(f"unlink\t{os.path.abspath(path)}\n")
 
 
+TMP_SUFFIX = ".tmp"
+
+
 def fsync_dir(directory) -> None:
+    """Make a directory's entries (creations, renames, deletions) durable."""
     fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_fully(fd: int, data, position: int) -> None:
+    """``pwrite`` all of ``data`` at ``position`` (retrying short writes)."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        view = view[written:]
+        position += written
+
+
+def atomic_write(path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically and durably."""
+    path = os.fspath(path)
+    tmp = path + TMP_SUFFIX
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write_fully(fd, data, 0)
+        os.fsync(fd)
+        note_fsync(tmp, fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    note_rename(tmp, path)
+    fsync_dir(os.path.dirname(os.path.abspath(path)))

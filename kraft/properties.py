@@ -2,8 +2,7 @@
 
 Reading follows java.util.Properties closely enough for every file Kafka ships: ``#`` and
 ``!`` comments, ``=``, ``:`` or whitespace between key and value, backslash line
-continuation, and the usual escapes (``\\t \\n \\\\ \\uXXXX``).  Writing is atomic (temp
-file, fsync, rename, fsync of the directory) so a crash leaves the old file or the new one.
+continuation, and the usual escapes.  Writing is atomic (``kraft.durability.atomic_write``).
 """
 
 from __future__ import annotations
@@ -11,6 +10,8 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+
+from kraft.durability import atomic_write
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
@@ -95,21 +96,5 @@ def format_properties(props: dict[str, str], header: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_atomically(path: str | os.PathLike, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves either the old or new file."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def write_properties(path: str | os.PathLike, props: dict[str, str], header: str | None = None) -> None:
-    write_atomically(path, format_properties(props, header).encode("utf-8"))
+    atomic_write(path, format_properties(props, header).encode("utf-8"))

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from kraft import durability
 from kraft.log import Log, LogConfig
-from kraft.properties import write_atomically
 from kraft.raft.messages import Batch, HardState, OffsetAndEpoch, Snapshot
 from kraft.raft.record_codec import decode_raft_batches, encode_batch
 
@@ -92,7 +91,7 @@ class RaftStorage:
         data = {"clusterId": "", "leaderId": hs.leader_id, "leaderEpoch": hs.epoch,
                 "votedId": hs.voted_id, "appliedOffset": 0,
                 "currentVoters": [{"voterId": v} for v in sorted(voters)], "data_version": 0}
-        write_atomically(self.directory / QUORUM_STATE, json.dumps(data).encode())
+        durability.atomic_write(self.directory / QUORUM_STATE, json.dumps(data).encode())
 
     def save_snapshot(self, snapshot: Snapshot) -> None:
         final = self.directory / snapshot_name(snapshot.snapshot_id)
