@@ -37,14 +37,24 @@ def supported_versions(apis: dict[str, tuple[int, int]]) -> dict[int, Versions]:
 
 class BrokerApi:
     def __init__(self, config: ServerConfig, cluster_id: str, metadata: MetadataListener,
-                 data_path: DataPath, channel: ControllerChannel, nursery: trio.Nursery):
+                 data_path: DataPath, channel: ControllerChannel, nursery: trio.Nursery,
+                 groups=None, coordinators=None, broker_epoch=lambda: -1):
         self.config = config
         self.cluster_id = cluster_id
         self.metadata = metadata
         self.data = data_path
         self.channel = channel
         self.nursery = nursery
-        self.supported = supported_versions(BROKER_APIS)
+        self.groups = groups  # GroupCoordinatorService
+        self.coordinators = coordinators  # CoordinatorLocator
+        self._broker_epoch = broker_epoch
+        apis = dict(BROKER_APIS)
+        if groups is not None:
+            from broker.group_service import GROUP_API_VERSIONS
+
+            apis.update(GROUP_API_VERSIONS)
+            apis["FindCoordinator"] = (0, 6)
+        self.supported = supported_versions(apis)
         self._producer_ids = iter(())
         self._producer_id_lock = trio.Lock()
         self._auto_creating: set[str] = set()
@@ -71,6 +81,10 @@ class BrokerApi:
             return self.describe_cluster()
         if api == "InitProducerId":
             return await self.init_producer_id(body)
+        if api == "FindCoordinator":
+            return self.coordinators.find(body, version, self._endpoint)
+        if self.groups is not None and api in self.supported_names:
+            return await self.groups.handle(api, version, body, client_id=request.header.client_id)
         raise AssertionError(f"{api} is advertised but has no handler")
 
     # ------------------------------------------------------------------ metadata
@@ -203,10 +217,9 @@ class BrokerApi:
                 pid = next(self._producer_ids)
         return {"error_code": 0, "producer_id": pid, "producer_epoch": 0}
 
-    broker_epoch_fn = staticmethod(lambda: -1)
-
-    def _broker_epoch(self) -> int:
-        return self.broker_epoch_fn()
+    @property
+    def supported_names(self) -> set[str]:
+        return {rpc.API_NAMES[k] for k in self.supported}
 
 
 def _timeout_s(body: dict) -> float:

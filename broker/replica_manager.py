@@ -60,6 +60,9 @@ class ReplicaManager:
         self.followers_changed = trio.Event()
         self.isr_proposals: list[tuple[Partition, IsrProposal]] = []
         self.isr_proposal_event = trio.Event()
+        # (topic, partition, is_leader) callbacks: the group coordinator follows the
+        # leadership of __consumer_offsets partitions.
+        self.leadership_listeners: list = []
 
     # -- lookups ----------------------------------------------------------------------
 
@@ -136,10 +139,14 @@ class ReplicaManager:
                                         reg.isr, leo, st.high_watermark, now)
             partition.complete(change.completed)
         partition.notify()
+        for listener in self.leadership_listeners:
+            listener(partition.topic, partition.index, st.is_leader)
 
     def _remove(self, key) -> None:
         partition = self.partitions.pop(key)
         partition.close()
+        for listener in self.leadership_listeners:
+            listener(partition.topic, partition.index, False)
         self.log_dir.delete(key)
         log.info("%s: replica removed and its log deleted", partition.name)
 

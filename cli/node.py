@@ -17,9 +17,11 @@ import trio
 from broker.api import BrokerApi
 from broker.controller_channel import ControllerChannel
 from broker.data_path import DataPath
+from broker.group_service import GroupCoordinatorService
 from broker.lifecycle import BrokerLifecycle
 from broker.metadata_listener import MetadataListener
 from broker.network import serve_kafka
+from broker.offsets_store import OFFSETS_TOPIC, CoordinatorLocator, OffsetsStore
 from broker.replica_fetcher import ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from kraft.client import KafkaClient
@@ -142,8 +144,17 @@ class Node:
         self.metadata.leader_subscribers.append(channel.on_leader_change)
         self.lifecycle = BrokerLifecycle(config, self.cluster_id, channel, self.metadata)
         data = DataPath(self.replicas)
-        api = BrokerApi(config, self.cluster_id, self.metadata, data, channel, nursery)
-        api.broker_epoch_fn = lambda: self.lifecycle.broker_epoch
+        groups = GroupCoordinatorService(config.node_id, config, OffsetsStore(self.replicas))
+
+        def follow_offsets_leadership(topic, index, is_leader):
+            if topic == OFFSETS_TOPIC:
+                (groups.on_become_leader if is_leader else groups.on_resign)(index)
+
+        self.replicas.leadership_listeners.append(follow_offsets_leadership)
+        coordinators = CoordinatorLocator(config, self.replicas, channel, nursery, groups.partition_for)
+        api = BrokerApi(config, self.cluster_id, self.metadata, data, channel, nursery, groups=groups,
+                        coordinators=coordinators, broker_epoch=lambda: self.lifecycle.broker_epoch)
+        await nursery.start(groups.run)
         endpoint = config.broker_listeners[0]
         await nursery.start(functools.partial(
             serve_kafka, api.handle, endpoint.host or "0.0.0.0", endpoint.port, supported=api.supported,
