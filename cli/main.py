@@ -51,7 +51,9 @@ def format_command(config_path, cluster_id, ignore_formatted, overrides) -> None
               help="Override a configuration key (repeatable).")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
-def start_command(config_path, overrides, log_level) -> None:
+@click.option("--profile", "profile_path", default=None, type=click.Path(dir_okay=False),
+              help="Run under cProfile and write its stats to this file at exit (benchmarks).")
+def start_command(config_path, overrides, log_level, profile_path) -> None:
     """Run a node (controller, broker or both) until SIGTERM or Ctrl-C."""
     from kraft.storage import check_storage
 
@@ -64,10 +66,20 @@ def start_command(config_path, overrides, log_level) -> None:
     from cli import node
 
     node.setup_logging(config.node_id, log_level)
+    profiler = None
+    if profile_path:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     try:
         node.run(config, cluster_id)
     except KeyboardInterrupt:
         pass
+    finally:
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(profile_path)
 
 
 @main.command("cluster")
@@ -128,11 +140,18 @@ def cluster_command(controllers, brokers, data_dir, first_port, host, overrides)
 
 def _register_admin_commands() -> None:
     from cli.configs import configs_command, quorum_group
+    from cli.console import console_consumer, console_producer
+    from cli.groups import groups_command
+    from cli.perf import perf_group
     from cli.topics import topics_command
 
     main.add_command(topics_command)
+    main.add_command(perf_group)
     main.add_command(configs_command)
     main.add_command(quorum_group)
+    main.add_command(groups_command)
+    main.add_command(console_producer)
+    main.add_command(console_consumer)
 
 
 _register_admin_commands()

@@ -58,3 +58,33 @@ def test_topics_configs_and_quorum_commands(make_cluster):
     for result in (again, bad, invalid, shrink, missing, unreachable):
         assert "Traceback" not in result.stderr
     cluster.stop_all()
+
+
+def test_console_tools_and_consumer_groups(make_cluster):
+    cluster = start_cluster(make_cluster(controllers=1, brokers=0, overrides=fast_overrides(
+        group_initial_rebalance_delay_ms=0)))
+    bs = f"--bootstrap-server={cluster.bootstrap_servers}"
+    assert kraftctl("topics", bs, "--create", "--topic", "lines", "--partitions", "1").returncode == 0
+    produced = subprocess.run([sys.executable, "-m", "cli.main", "console-producer", bs, "--topic", "lines",
+                               "--property", "parse.key=true"], input="k1\tone\nk2\ttwo\nk3\tthree\n",
+                              capture_output=True, text=True, timeout=60)
+    assert produced.returncode == 0, produced.stderr
+    consumed = kraftctl("console-consumer", bs, "--topic", "lines", "--from-beginning", "--group", "readers",
+                        "--max-messages", "3", "--property", "print.key=true", "--property", "print.offset=true")
+    assert consumed.stdout.splitlines() == ["Offset:0\tk1\tone", "Offset:1\tk2\ttwo", "Offset:2\tk3\tthree"]
+
+    assert kraftctl("consumer-groups", bs, "--list").stdout.split() == ["readers"]
+    described = json.loads(kraftctl("consumer-groups", bs, "--describe", "--group", "readers",
+                                    "--output", "json").stdout)
+    assert described["state"] == "Empty"
+    assert [(p["topic"], p["current_offset"], p["log_end_offset"], p["lag"]) for p in described["partitions"]] == \
+        [("lines", 3, 3, 0)]
+    dry = kraftctl("consumer-groups", bs, "--reset-offsets", "--group", "readers", "--to-earliest")
+    assert "dry run" in dry.stdout
+    reset = kraftctl("consumer-groups", bs, "--reset-offsets", "--group", "readers", "--to-offset", "1", "--execute")
+    assert reset.returncode == 0, reset.stderr
+    again = kraftctl("console-consumer", bs, "--topic", "lines", "--group", "readers", "--max-messages", "2")
+    assert again.stdout.splitlines() == ["two", "three"]
+    missing = kraftctl("consumer-groups", bs, "--describe", "--group", "nobody")
+    assert missing.returncode == 1 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
+    cluster.stop_all()

@@ -1,0 +1,216 @@
+"""``kraftctl consumer-groups`` (kafka-consumer-groups.sh) over kraft's admin client."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from cli.admin_client import AdminClient, AdminError, error_name
+from cli.topics import fail
+from kraft.protocol import codec
+
+
+def _coordinator(admin: AdminClient, group: str) -> tuple[str, int]:
+    resp = admin.call("FindCoordinator", {"key_type": 0, "coordinator_keys": [group], "key": group})
+    c = resp["coordinators"][0] if resp.get("coordinators") else resp
+    if c["error_code"]:
+        raise AdminError(f"no coordinator for group {group}: {error_name(c['error_code'])}")
+    return c["host"], c["port"]
+
+
+def _committed(admin, group, address) -> dict[tuple[str, int], int]:
+    version = admin.version_of("OffsetFetch")
+    if version >= 8:
+        body = {"groups": [{"group_id": group, "topics": None}], "require_stable": False}
+        resp = admin.call("OffsetFetch", body, address=address)
+        g = resp["groups"][0]
+        if g["error_code"]:
+            raise AdminError(f"cannot fetch offsets of {group}: {error_name(g['error_code'])}")
+        topics = g["topics"]
+    else:
+        resp = admin.call("OffsetFetch", {"group_id": group, "topics": None}, address=address)
+        if resp["error_code"]:
+            raise AdminError(f"cannot fetch offsets of {group}: {error_name(resp['error_code'])}")
+        topics = resp["topics"]
+    out = {}
+    for t in topics:
+        for p in t["partitions"]:
+            if p["committed_offset"] >= 0:
+                out[(t["name"], p["partition_index"])] = p["committed_offset"]
+    return out
+
+
+def _offsets(admin, partitions, timestamp) -> dict[tuple[str, int], int]:
+    """Offsets at ``timestamp`` (-1 latest, -2 earliest) from each partition's leader."""
+    md = admin.metadata(sorted({t for t, _ in partitions}))
+    leaders = {(t["name"], p["partition_index"]): p["leader_id"] for t in md["topics"] for p in t["partitions"]}
+    brokers = {b["node_id"]: (b["host"], b["port"]) for b in md["brokers"]}
+    out = {}
+    for tp in partitions:
+        address = brokers.get(leaders.get(tp, -1))
+        if address is None:
+            continue
+        body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": tp[0], "partitions": [
+            {"partition_index": tp[1], "current_leader_epoch": -1, "timestamp": timestamp}]}]}
+        resp = admin.call("ListOffsets", body, address=address)
+        p = resp["topics"][0]["partitions"][0]
+        if not p["error_code"]:
+            out[tp] = p["offset"]
+    return out
+
+
+def _describe_group(admin, group, address) -> dict:
+    resp = admin.call("DescribeGroups", {"groups": [group], "include_authorized_operations": False}, address=address)
+    return resp["groups"][0]
+
+
+def _member_partitions(member) -> list[tuple[str, int]]:
+    data = member["member_assignment"]
+    if not data:
+        return []
+    try:
+        a = codec.decode("ConsumerProtocolAssignment", "data", int.from_bytes(data[:2], "big"), data[2:],
+                         allow_trailing=True)
+    except Exception:  # noqa: BLE001 - not the consumer protocol: show no partitions
+        return []
+    return [(t["topic"], p) for t in a["assigned_partitions"] for p in t["partitions"]]
+
+
+@click.command("consumer-groups")
+@click.option("--bootstrap-server", required=True)
+@click.option("--list", "action", flag_value="list")
+@click.option("--describe", "action", flag_value="describe")
+@click.option("--reset-offsets", "action", flag_value="reset")
+@click.option("--delete", "action", flag_value="delete")
+@click.option("--group")
+@click.option("--topic", help="--reset-offsets: only this topic (default: every topic with commits).")
+@click.option("--to-earliest", "to", flag_value="earliest")
+@click.option("--to-latest", "to", flag_value="latest")
+@click.option("--to-offset", "to_offset", type=int)
+@click.option("--execute", is_flag=True, help="--reset-offsets: apply (without it: dry run).")
+@click.option("--members", is_flag=True, help="--describe: list members instead of offsets.")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def groups_command(bootstrap_server, action, group, topic, to, to_offset, execute, members, output):
+    """List, describe, delete consumer groups and reset their offsets."""
+    if action is None:
+        fail("one of --list, --describe, --reset-offsets, --delete is required")
+    try:
+        admin = AdminClient(bootstrap_server)
+        if action == "list":
+            _list(admin, output)
+            return
+        if not group:
+            fail("--group is required")
+        address = _coordinator(admin, group)
+        if action == "describe":
+            _describe(admin, group, address, members, output)
+        elif action == "delete":
+            resp = admin.call("DeleteGroups", {"groups_names": [group]}, address=address)
+            error = resp["results"][0]["error_code"]
+            if error:
+                fail(f"cannot delete group {group}: {error_name(error)}")
+            click.echo(f"Deletion of requested consumer groups ('{group}') was successful.")
+        else:
+            _reset(admin, group, address, topic, to, to_offset, execute, output)
+    except AdminError as exc:
+        fail(str(exc))
+
+
+def _list(admin, output):
+    md = admin.metadata([])
+    names = set()
+    for b in md["brokers"]:
+        resp = admin.call("ListGroups", {"states_filter": [], "types_filter": []}, address=(b["host"], b["port"]))
+        names.update(g["group_id"] for g in resp["groups"])
+    click.echo(json.dumps(sorted(names)) if output == "json" else "\n".join(sorted(names)))
+
+
+def _describe(admin, group, address, members, output):
+    desc = _describe_group(admin, group, address)
+    if desc["error_code"]:
+        fail(f"cannot describe group {group}: {error_name(desc['error_code'])}")
+    if desc["group_state"] == "Dead":
+        fail(f"consumer group '{group}' does not exist")
+    owners = {}
+    for m in desc["members"]:
+        for tp in _member_partitions(m):
+            owners[tp] = m
+    if members:
+        rows = [{"group": group, "consumer_id": m["member_id"], "host": m["client_host"],
+                 "client_id": m["client_id"], "partitions": len(_member_partitions(m))} for m in desc["members"]]
+        if output == "json":
+            click.echo(json.dumps(rows, indent=2))
+            return
+        click.echo("GROUP\tCONSUMER-ID\tHOST\tCLIENT-ID\t#PARTITIONS")
+        for r in rows:
+            click.echo(f"{r['group']}\t{r['consumer_id']}\t{r['host']}\t{r['client_id']}\t{r['partitions']}")
+        return
+    committed = _committed(admin, group, address)
+    partitions = sorted(set(committed) | set(owners))
+    ends = _offsets(admin, partitions, -1)
+    rows = []
+    for tp in partitions:
+        current = committed.get(tp)
+        end = ends.get(tp)
+        owner = owners.get(tp)
+        rows.append({"group": group, "topic": tp[0], "partition": tp[1], "current_offset": current,
+                     "log_end_offset": end,
+                     "lag": end - current if current is not None and end is not None else None,
+                     "consumer_id": owner["member_id"] if owner else None,
+                     "host": owner["client_host"] if owner else None,
+                     "client_id": owner["client_id"] if owner else None})
+    if output == "json":
+        click.echo(json.dumps({"group": group, "state": desc["group_state"], "partitions": rows}, indent=2))
+        return
+    if not desc["members"]:
+        click.echo(f"Consumer group '{group}' has no active members.")
+    click.echo("GROUP\tTOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
+    for r in rows:
+        click.echo("\t".join("-" if v is None else str(v) for v in (
+            r["group"], r["topic"], r["partition"], r["current_offset"], r["log_end_offset"], r["lag"],
+            r["consumer_id"], r["host"], r["client_id"])))
+
+
+def _reset(admin, group, address, topic, to, to_offset, execute, output):
+    if to is None and to_offset is None:
+        fail("--reset-offsets needs --to-earliest, --to-latest or --to-offset N")
+    desc = _describe_group(admin, group, address)
+    if desc["members"]:
+        fail(f"group {group} has active members; stop them before resetting offsets")
+    committed = _committed(admin, group, address)
+    if topic:
+        md = admin.metadata([topic])
+        t = md["topics"][0]
+        if t["error_code"]:
+            fail(f"topic '{topic}' does not exist")
+        partitions = [(topic, p["partition_index"]) for p in t["partitions"]]
+    else:
+        partitions = sorted(committed)
+    if not partitions:
+        fail(f"group {group} has no committed offsets; name a --topic")
+    if to_offset is not None:
+        targets = {tp: to_offset for tp in partitions}
+        earliest, latest = _offsets(admin, partitions, -2), _offsets(admin, partitions, -1)
+        targets = {tp: min(max(o, earliest.get(tp, o)), latest.get(tp, o)) for tp, o in targets.items()}
+    else:
+        targets = _offsets(admin, partitions, -2 if to == "earliest" else -1)
+    if execute:
+        topics = {}
+        for (t, p), o in targets.items():
+            topics.setdefault(t, []).append({"partition_index": p, "committed_offset": o,
+                                             "committed_leader_epoch": -1, "committed_metadata": ""})
+        body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                "group_instance_id": None, "retention_time_ms": -1,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+        resp = admin.call("OffsetCommit", body, address=address)
+        errors = {p["error_code"] for t in resp["topics"] for p in t["partitions"]} - {0}
+        if errors:
+            fail(f"cannot reset offsets: {', '.join(error_name(e) for e in errors)}")
+    rows = [{"group": group, "topic": t, "partition": p, "new_offset": o} for (t, p), o in sorted(targets.items())]
+    if output == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo("GROUP\tTOPIC\tPARTITION\tNEW-OFFSET" + ("" if execute else "\t(dry run: add --execute)"))
+    for r in rows:
+        click.echo(f"{r['group']}\t{r['topic']}\t{r['partition']}\t{r['new_offset']}")
