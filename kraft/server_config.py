@@ -106,7 +106,6 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        validate=lambda v: None if v in ("kraft", "pysyncobj") else "must be kraft or pysyncobj"),
     _K("controller.quorum.pysyncobj.password", "password", None),
     _K("kraft.unsafe.ack.before.replication", "bool", False),
-    _K("kraft.unsafe.skip.truncation", "bool", False),
 ]}
 
 # Keys of Kafka's sample server.properties (and common tuning keys) that kraft accepts and
