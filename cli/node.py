@@ -33,6 +33,7 @@ from kraft.raft.driver import PeerAddress, RaftDriver
 from kraft.server_config import ServerConfig
 from metadata.controller import ControllerConfig, QuorumController
 from metadata.controller_server import ControllerServer
+from metadata.image import EMPTY_IMAGE
 
 log = logging.getLogger("kraft.node")
 
@@ -139,7 +140,6 @@ class Node:
     async def _start_broker(self, nursery: trio.Nursery, client) -> None:
         config = self.config
         self.replicas = ReplicaManager(config.node_id, config)
-        self.metadata.subscribers.append(self.replicas.on_image)
         channel = ControllerChannel(client("controller"), self.voters, lambda: self.metadata.leader.leader_id)
         self.metadata.leader_subscribers.append(channel.on_leader_change)
         self.lifecycle = BrokerLifecycle(config, self.cluster_id, channel, self.metadata)
@@ -165,9 +165,21 @@ class Node:
                                          fetch_max_bytes=config["replica.fetch.response.max.bytes"],
                                          partition_max_bytes=config["replica.fetch.max.bytes"])
         nursery.start_soon(self.lifecycle.run)
+        nursery.start_soon(self._publish_when_caught_up)
         nursery.start_soon(self.replicas.run_maintenance)
         nursery.start_soon(fetchers.run)
         nursery.start_soon(self._send_isr_proposals, channel)
+
+    async def _publish_when_caught_up(self) -> None:
+        """Hand the metadata image to the replica manager only once this broker has caught up
+        with the log, as Kafka's broker waits for its initial catch-up: a restarting broker
+        replays the whole metadata history, and acting on the stale leaderships in it (leading
+        an old epoch, truncating to an old leader's log) would serve or destroy data."""
+        await self.lifecycle.registered.wait()
+        image = await self.metadata.wait_for(lambda img: img.offset >= self.lifecycle.broker_epoch)
+        log.info("metadata caught up at offset %d: taking on partitions", image.offset)
+        self.replicas.on_image(EMPTY_IMAGE, image)
+        self.metadata.subscribers.append(self.replicas.on_image)
 
     async def _send_isr_proposals(self, channel: ControllerChannel) -> None:
         replicas = self.replicas
