@@ -112,8 +112,16 @@ class Node:
                 self.metadata = MetadataListener()
                 listeners.append(self.metadata)
             storage = RaftStorage(config.metadata_log_dir, segment_bytes=config["metadata.log.segment.bytes"])
-            self.driver = RaftDriver(raft_config(config), storage, client("raft"), self.voters,
-                                     FanOutListener(listeners), cluster_id=self.cluster_id, rng=Random())
+            if config.is_controller and config["controller.quorum.engine"] == "pysyncobj":
+                from kraft.raft.pysyncobj_engine import PySyncObjEngine
+
+                endpoint = next(config.listener(n) for n in config.controller_listener_names if config.listener(n))
+                self.driver = PySyncObjEngine(raft_config(config), storage, self.voters, FanOutListener(listeners),
+                                              password=config["controller.quorum.pysyncobj.password"],
+                                              cluster_id=self.cluster_id, bind_host=endpoint.host or "0.0.0.0")
+            else:  # kraft's own KIP-595 engine; brokers are always its observers
+                self.driver = RaftDriver(raft_config(config), storage, client("raft"), self.voters,
+                                         FanOutListener(listeners), cluster_id=self.cluster_id, rng=Random())
             if self.controller:
                 self.controller.driver = self.driver
                 endpoint = next(config.listener(n) for n in config.controller_listener_names if config.listener(n))
