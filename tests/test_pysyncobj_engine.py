@@ -98,21 +98,10 @@ class Observer:
             task_status.started()
 
 
-DEBUG_MEMBERS = []
-
-
 async def wait_for(predicate, timeout=15.0):
-    try:
-        with trio.fail_after(timeout):
-            while not predicate():
-                await trio.sleep(0.02)
-    except trio.TooSlowError:
-        for m in DEBUG_MEMBERS:
-            e = m.engine
-            st = e._so.getStatus() if e and e._so else None
-            print("DEBUG", m.node_id, e.closed, e._view, e._lc, e.committed_offset, e._ready_term, e._anchor,
-                  {k: v for k, v in (st or {}).items() if k in ("state", "leader", "raft_term", "log_len", "commit_idx", "last_applied", "leader_commit_idx") or "partner" in k or "idx_server" in k})
-        raise
+    with trio.fail_after(timeout):
+        while not predicate():
+            await trio.sleep(0.02)
 
 
 def follows(observer, reference):
@@ -150,7 +139,6 @@ async def test_three_engines_replicate_and_an_observer_follows(tmp_path):
     kafka_ports = {i: free_port() for i in VOTERS}
     raft_ports = {i: free_port() for i in VOTERS}
     members = {i: Member(i, kafka_ports, raft_ports, tmp_path) for i in VOTERS}
-    DEBUG_MEMBERS[:] = list(members.values())
     observer = Observer(kafka_ports, tmp_path)
     async with trio.open_nursery() as nursery:
         for m in members.values():
@@ -214,7 +202,6 @@ async def test_three_engines_replicate_and_an_observer_follows(tmp_path):
         # The committed log is on disk: a restarted member replays it, then catches up.
         restarted = Member(leader.node_id, kafka_ports, raft_ports, tmp_path)
         members[leader.node_id] = restarted
-        DEBUG_MEMBERS.append(restarted)
         await nursery.start(restarted.run)
         assert restarted.recorder.batches == leader.recorder.batches  # replayed from its storage
         last = await propose_and_commit(new_leader, 5, "third")
@@ -274,7 +261,6 @@ async def test_a_follower_behind_pysyncobj_compaction_catches_up_from_the_dump(t
     kafka_ports = {i: free_port() for i in VOTERS}
     raft_ports = {i: free_port() for i in VOTERS}
     members = {i: Member(i, kafka_ports, raft_ports, tmp_path) for i in VOTERS}
-    DEBUG_MEMBERS[:] = list(members.values())
     async with trio.open_nursery() as nursery:
         for m in members.values():
             await nursery.start(m.run)
@@ -292,7 +278,6 @@ async def test_a_follower_behind_pysyncobj_compaction_catches_up_from_the_dump(t
         await wait_for(lambda: leader.engine._so.getStatus()["log_len"] <= 3)
         restarted = Member(follower.node_id, kafka_ports, raft_ports, tmp_path)
         members[follower.node_id] = restarted
-        DEBUG_MEMBERS.append(restarted)
         await nursery.start(restarted.run)
         if not leader.engine.is_leader:  # a restart may have cost the leader its term
             await wait_for(lambda: leader_of(members) is not None)

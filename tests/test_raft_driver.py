@@ -100,3 +100,29 @@ async def test_three_voters_elect_replicate_and_survive_leader_loss(tmp_path):
         await wait_for(lambda: old.recorder.records == want + [b"after"])
         assert not old.driver.is_leader
         nursery.cancel_scope.cancel()
+
+
+async def test_an_idle_driver_sleeps_until_its_next_deadline(tmp_path):
+    """Between inputs the driver's loop waits for its core's next deadline: an elected,
+    idle quorum leaves every task blocked.  (Its loop once re-armed its own wakeup on
+    every pass and spun a whole core, starving the other threads of the process.)"""
+    ports = {i: free_port() for i in (1, 2, 3)}
+    members = {i: Member(i, ports, tmp_path) for i in ports}
+    async with trio.open_nursery() as nursery:
+        for m in members.values():
+            await nursery.start(m.run)
+        await wait_for(lambda: leader_of(members) is not None)
+        ticks = 0
+        for m in members.values():
+            original = m.driver._tick
+
+            def counting(original=original):
+                nonlocal ticks
+                ticks += 1
+                original()
+
+            m.driver._tick = counting
+        await trio.sleep(1.0)
+        # 3 nodes for a second: fetches and their answers, a few timers -- not thousands.
+        assert ticks < 300, f"{ticks} driver passes in one idle second"
+        nursery.cancel_scope.cancel()

@@ -126,11 +126,13 @@ class RaftDriver:
             while True:
                 self._tick()
                 self._drain()
+                # A fresh event after our own drain (which sets the old one): from here on
+                # only another task's input (a request, a response, a proposal) wakes us.
+                self._wakeup = trio.Event()
                 now = self._now()
                 wait_ms = max(0.0, min(self.node.next_deadline_ms() - now, 1000.0))
                 with trio.move_on_after(wait_ms / 1000.0):
                     await self._wakeup.wait()
-                self._wakeup = trio.Event()
 
     def resign(self) -> None:
         """Give up leadership now (EndQuorumEpoch); the quorum elects another leader."""
