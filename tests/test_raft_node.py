@@ -12,7 +12,7 @@ from kraft.raft import (
     NO_LEADER, Batch, BeginQuorumEpochRequest, EndQuorumEpochRequest, Envelope, Errors,
     FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, HardState,
     LeaderAndEpoch, NotLeaderError, OffsetAndEpoch, RaftConfig, RaftInvariantError, RaftNode,
-    Role, Snapshot, VoteRequest, VoteResponse,
+    Role, VoteRequest, VoteResponse,
 )
 from kraft.raft.sim import Disk
 
@@ -409,6 +409,27 @@ def test_divergent_follower_truncates_to_the_leaders_epoch_end():
     rd = follower.ready()
     assert rd.truncate_to == 3
     follower.advance(rd)
+
+
+def test_a_diverging_fetch_teaches_no_high_watermark():
+    """KIP-595: after truncating, the follower's log is unverified until a fetch succeeds.
+
+    (Found by the simulator: a follower whose old-epoch prefix differed from the leader's
+    took the leader's high watermark with the diverging answer and applied wrong entries.)
+    """
+    f = RaftNode(RaftConfig(2, frozenset({1, 2, 3})), Random(1), hard_state=HardState(5),
+                 batches=[Batch(0, 2, (b"old", b"old")), Batch(2, 4, (b"x",))])
+    f.step(Envelope(3, 2, 1, BeginQuorumEpochRequest(3, 5)))
+    msgs, _ = replies(f)
+    (req,) = [m for m in msgs if isinstance(m.message, FetchRequest)]
+    f.step(Envelope(3, 2, req.correlation_id, FetchResponse(
+        Errors.NONE, LeaderAndEpoch(3, 5), high_watermark=3,
+        diverging_epoch=OffsetAndEpoch(2, 3))))
+    assert f.log.end_offset == 2 and f.high_watermark == 0
+    msgs, readies = replies(f)
+    assert all(not rd.committed for rd in readies)
+    (req,) = [m for m in msgs if isinstance(m.message, FetchRequest)]
+    assert (req.message.fetch_offset, req.message.last_fetched_epoch) == (2, 2)
 
 
 def test_follower_never_truncates_below_its_high_watermark():

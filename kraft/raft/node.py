@@ -791,15 +791,18 @@ class RaftNode:
             self._send_snapshot_fetch()
             return
         if resp.diverging_epoch is not None:
+            # Truncate, and learn nothing about the high watermark: the log is not known
+            # to match the leader's until a fetch succeeds (it may take several rounds).
             div = resp.diverging_epoch
             local = self.log.end_offset_for_epoch(div.epoch)
             offset = min(div.offset, local.offset if local else self.log.start_offset)
             self._truncate(max(offset, self.log.start_offset))
-        else:
-            for batch in resp.records:
-                if batch.base_offset == self.log.end_offset:
-                    _check(batch.epoch <= self.epoch, "a batch from a future epoch")
-                    self.log.append(batch)
+            return
+        for batch in resp.records:
+            if batch.base_offset == self.log.end_offset:
+                _check(batch.epoch <= self.epoch, "a batch from a future epoch")
+                self.log.append(batch)
+        # The leader validated our log up to the fetch offset and sent the rest.
         self._set_high_watermark(max(self.high_watermark,
                                      min(resp.high_watermark, self.log.end_offset)))
 

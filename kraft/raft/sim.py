@@ -3,8 +3,9 @@
 The seed chooses the cluster (1-5 voters, 0-5 observers), network behaviour (drops, delays,
 duplicates, hence reordering), the workload (proposals at random times to whoever leads)
 and the faults (symmetric, asymmetric and one-node partitions, crashes that lose every
-unsynced write, crashes aimed at the window between a write and its fsync, graceful
-shutdowns, restarts, loss of a node's whole disk).  Everything runs from one event queue
+unsynced write, crashes aimed at the window between a write -- any write, or one carrying
+a vote or epoch -- and its fsync, graceful shutdowns, quick and slow restarts, loss of a
+node's whole disk).  Everything runs from one event queue
 ordered by (time, sequence), calling the sans-IO cores directly, so a seed replays exactly.
 
 A run has a fault phase, then a healed phase (partitions removed, drops stopped, every node
@@ -186,7 +187,7 @@ class SimNode:
         self.up = False
         self.busy: Ready | None = None
         self.timer_at = float("inf")
-        self.crash_on_write = False
+        self.crash_on_write: str | None = None  # "any" or "hard_state": crash before fsync
         self.lost_disk = False
         self.records: list[bytes] = []  # the state machine: every committed record
         self.core: RaftNode | None = None
@@ -198,7 +199,7 @@ class SimNode:
         self.up = True
         self.busy = None
         self.timer_at = float("inf")
-        self.crash_on_write = False
+        self.crash_on_write = None
         self.records = []
         rng = Random(self.sim.rng.getrandbits(64))
         self.core = RaftNode(self.config, rng, now_ms=self.sim.now, hard_state=d.hard_state,
@@ -310,7 +311,8 @@ class Simulation:
                 self._register(node, entry)
             for env in rd.messages:
                 self._send(env)
-            if node.crash_on_write and rd.must_sync:
+            if rd.must_sync and (node.crash_on_write == "any" or (
+                    node.crash_on_write == "hard_state" and rd.hard_state is not None)):
                 self.log(f"n{node.id} crashes before fsync")
                 self._crash(node)
                 return
@@ -424,7 +426,7 @@ class Simulation:
         self.drop = 0.0
         self.log("heal: partitions removed, drops stopped, every node restarted")
         for node in self.nodes.values():
-            node.crash_on_write = False
+            node.crash_on_write = None
             if not node.up:
                 self._ev_restart(node.id)
 
@@ -465,8 +467,9 @@ class Simulation:
                 self.log(f"fault: crash n{victim.id}")
                 self._crash(victim)
             elif kind == "crash_before_fsync":
-                self.log(f"fault: n{victim.id} will crash at its next write")
-                victim.crash_on_write = True
+                victim.crash_on_write = self.rng.choice(["any", "hard_state"])
+                self.log(f"fault: n{victim.id} will crash before fsyncing its next "
+                         f"{'write' if victim.crash_on_write == 'any' else 'vote or epoch'}")
                 return
             elif kind == "shutdown":
                 self.log(f"fault: graceful shutdown of n{victim.id}")
@@ -499,8 +502,11 @@ class Simulation:
         """kill -9: every unsynced write is lost; the node restarts later."""
         node.disk.crash()
         node.stop()
-        node.crash_on_write = False
-        delay = 1 if self.healed else self.rng.uniform(100, 3000)
+        node.crash_on_write = None
+        if self.healed:
+            delay = 1
+        else:  # a quick restart can rejoin the very election it crashed in
+            delay = self.rng.choice([self.rng.uniform(1, 300), self.rng.uniform(100, 3000)])
         self._at(self.now + delay, "restart", node.id)
 
     # ------------------------------------------------------------------ state machine
