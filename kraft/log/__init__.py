@@ -3,7 +3,8 @@
 ``Log`` is one partition's log (see ``kraft.log.log`` for the theory of operation),
 ``LogDir`` a directory of them with Kafka's checkpoint files and clean-shutdown marker,
 ``LogConfig`` the topic-level settings under Kafka's names, ``OffsetCheckpointFile`` the
-reusable ``(topic, partition) -> offset`` checkpoint.
+reusable ``(topic, partition) -> offset`` checkpoint, ``LogCleaner`` the compaction of
+``cleanup.policy=compact`` logs (``kraft.log.cleaner``).
 """
 
 from kraft.log.atomic import atomic_write, fsync_dir
@@ -14,6 +15,12 @@ from kraft.log.checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
     TopicPartition,
+)
+from kraft.log.cleaner import (
+    CLEANER_OFFSET_CHECKPOINT,
+    Cleanable,
+    CleanResult,
+    LogCleaner,
 )
 from kraft.log.config import LogConfig
 from kraft.log.errors import (
@@ -33,10 +40,11 @@ from kraft.log.logdir import CLEAN_SHUTDOWN_FILE, LogDir
 from kraft.log.segment import LogSegment, ReadResult
 
 __all__ = [
-    "CLEAN_SHUTDOWN_FILE", "LOG_START_OFFSET_CHECKPOINT", "RECOVERY_POINT_CHECKPOINT",
-    "REPLICATION_OFFSET_CHECKPOINT", "AppendInfo", "CheckpointError", "CorruptIndexError",
-    "CorruptRecordError", "Log", "LogClosedError", "LogConfig", "LogConfigError", "LogDir",
-    "LogError", "LogSegment", "OffsetCheckpointFile", "OffsetOutOfRangeError", "ReadResult",
+    "CLEANER_OFFSET_CHECKPOINT", "CLEAN_SHUTDOWN_FILE", "LOG_START_OFFSET_CHECKPOINT",
+    "RECOVERY_POINT_CHECKPOINT", "REPLICATION_OFFSET_CHECKPOINT", "AppendInfo",
+    "CheckpointError", "CleanResult", "Cleanable", "CorruptIndexError", "CorruptRecordError",
+    "Log", "LogCleaner", "LogClosedError", "LogConfig", "LogConfigError", "LogDir", "LogError",
+    "LogSegment", "OffsetCheckpointFile", "OffsetOutOfRangeError", "ReadResult",
     "RecordBatchTooLargeError", "RecordTooLargeError", "TimestampLookup", "TopicPartition",
     "UnexpectedAppendOffsetError", "atomic_write", "fsync_dir", "wall_clock_ms",
 ]

@@ -3,8 +3,12 @@
 ``LogConfig`` is frozen: changing a topic's configuration builds a new one and hands it to
 ``Log.update_config``.  ``from_properties`` takes the topic configuration as Kafka spells it
 (``segment.bytes``, ``retention.ms``, ...); keys that are valid Kafka topic configuration but
-concern other layers (``cleanup.policy``, ``compression.type``, ...) are accepted and
-ignored, anything else is an error naming the key.
+concern other layers (``compression.type``, ``min.insync.replicas``, ...) are accepted and
+ignored, anything else is an error naming the key.  Almost every setting is an integer; the
+exceptions are ``cleanup.policy`` (a comma-separated subset of ``delete`` and ``compact``,
+kept normalised as ``"delete"``, ``"compact"``, ``"compact,delete"`` or ``""``, which as in
+Kafka 4 means neither: no compaction and no time or size retention) and
+``min.cleanable.dirty.ratio`` (a number in [0, 1]).
 """
 
 from __future__ import annotations
@@ -21,13 +25,13 @@ INT64_MAX = 2**63 - 1
 # Topic-level keys Kafka accepts that the log itself does not act on.  They are legal in a
 # topic's configuration, so a caller may pass the whole configuration through.
 _OTHER_TOPIC_KEYS = frozenset({
-    "cleanup.policy", "compression.type", "compression.gzip.level", "compression.lz4.level",
-    "compression.zstd.level", "delete.retention.ms", "follower.replication.throttled.replicas",
+    "compression.type", "compression.gzip.level", "compression.lz4.level",
+    "compression.zstd.level", "follower.replication.throttled.replicas",
     "leader.replication.throttled.replicas", "local.retention.bytes", "local.retention.ms",
-    "max.compaction.lag.ms", "message.downconversion.enable", "message.format.version",
+    "message.downconversion.enable", "message.format.version",
     "message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
     "message.timestamp.difference.max.ms", "message.timestamp.type",
-    "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "min.insync.replicas", "preallocate",
+    "min.insync.replicas", "preallocate",
     "remote.storage.enable", "remote.log.copy.disable", "remote.log.delete.on.disable",
     "segment.jitter.ms", "unclean.leader.election.enable",
 })
@@ -52,9 +56,22 @@ class LogConfig:
     flush_ms: int = INT64_MAX
     max_message_bytes: int = 1024 * 1024 + 12
     file_delete_delay_ms: int = 60_000
+    cleanup_policy: str = "delete"
+    delete_retention_ms: int = 24 * 3600 * 1000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = INT64_MAX
+    min_cleanable_dirty_ratio: float = 0.5
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "cleanup_policy", _parse_policy(self.cleanup_policy))
+        ratio = self.min_cleanable_dirty_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio <= 1:
+            raise LogConfigError(
+                f"invalid value {ratio!r} for min.cleanable.dirty.ratio: must be in [0, 1]")
+        object.__setattr__(self, "min_cleanable_dirty_ratio", float(ratio))
         for f in fields(self):
+            if f.name not in _RANGES:
+                continue
             value = getattr(self, f.name)
             if type(value) is not int:
                 raise LogConfigError(f"{_key(f.name)} must be an integer, got {value!r}")
@@ -78,12 +95,27 @@ class LogConfig:
                 continue
             if key not in known:
                 raise LogConfigError(f"unknown topic configuration key {key!r}")
-            values[known[key]] = _parse_int(key, raw)
+            if key == "cleanup.policy":
+                values["cleanup_policy"] = _parse_policy(raw)
+            elif key == "min.cleanable.dirty.ratio":
+                values["min_cleanable_dirty_ratio"] = _parse_ratio(raw)
+            else:
+                values[known[key]] = _parse_int(key, raw)
         return cls(**values)
 
     def to_properties(self) -> dict[str, str]:
         """The configuration as Kafka topic-config keys and string values."""
         return {_key(f.name): str(getattr(self, f.name)) for f in fields(self)}
+
+    @property
+    def compact(self) -> bool:
+        """``cleanup.policy`` includes ``compact``: the log cleaner works on this log."""
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        """``cleanup.policy`` includes ``delete``: ``retention.ms``/``retention.bytes`` apply."""
+        return "delete" in self.cleanup_policy.split(",")
 
     @property
     def max_offset_index_entries(self) -> int:
@@ -105,7 +137,11 @@ _RANGES = {
     "flush_ms": (0, INT64_MAX),
     "max_message_bytes": (0, INT32_MAX),
     "file_delete_delay_ms": (0, INT64_MAX),
+    "delete_retention_ms": (0, INT64_MAX),
+    "min_compaction_lag_ms": (0, INT64_MAX),
+    "max_compaction_lag_ms": (1, INT64_MAX),
 }
+_POLICIES = ("delete", "compact")
 
 
 def _key(attribute: str) -> str:
@@ -122,3 +158,29 @@ def _parse_int(key: str, raw: object) -> int:
         if re.fullmatch(r"-?[0-9]+", text):
             return int(text)
     raise LogConfigError(f"{key} must be an integer, got {raw!r}")
+
+
+def _parse_policy(raw: object) -> str:
+    """``cleanup.policy`` normalised: a comma-separated string or a list of policies."""
+    if isinstance(raw, str):
+        items = [p.strip() for p in raw.split(",")]
+    elif isinstance(raw, (list, tuple, set, frozenset)) and all(isinstance(p, str) for p in raw):
+        items = [p.strip() for p in raw]
+    else:
+        raise LogConfigError(f"cleanup.policy must be a list of policies, got {raw!r}")
+    chosen = {p for p in items if p}
+    if not chosen <= set(_POLICIES):
+        raise LogConfigError(
+            f"invalid value {raw!r} for cleanup.policy: must be a subset of [delete, compact]")
+    return ",".join(p for p in ("compact", "delete") if p in chosen)
+
+
+def _parse_ratio(raw: object) -> float:
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        return float(raw)
+    if isinstance(raw, str):
+        try:
+            return float(raw.strip())
+        except ValueError:
+            pass
+    raise LogConfigError(f"min.cleanable.dirty.ratio must be a number, got {raw!r}")

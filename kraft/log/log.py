@@ -32,6 +32,11 @@ last shutdown was clean belong to the log *directory* (Kafka's checkpoint files 
 ``.kafka_cleanshutdown`` marker, see ``logdir.py``); ``Log.open`` takes them as arguments.
 Opened without them, a log recovers everything from offset 0, which is always safe.
 
+Compaction (``cleanup.policy=compact``) lives in ``cleaner.py``: it rewrites inactive
+segments and swaps them in with ``replace_segments``; offsets never change, so the three
+offsets above are unaffected.  Retention by time and size applies only when the policy
+includes ``delete``.
+
 Time never comes from the system clock inside the log: methods that need it take ``now_ms``
 or fall back to the ``clock`` function given to ``open``, so tests drive time by hand.  (The
 one exception is Kafka's: a segment whose batches carry no timestamp ages by its file's
@@ -58,7 +63,7 @@ from kraft.log.batches import AppendInfo, parse_append, stamp_batches
 from kraft.log.config import LogConfig
 from kraft.log.errors import LogClosedError, LogError, OffsetOutOfRangeError
 from kraft.log.recovery import LoadResult, load_segments, remove_segment_files
-from kraft.log.segment import LogSegment, ReadResult
+from kraft.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment, ReadResult
 from kraft.records.header import BatchHeader
 
 
@@ -382,7 +387,8 @@ class Log:
         return self._lso
 
     def apply_retention(self, now_ms: int | None = None, *, upper_bound_offset: int | None = None) -> int:
-        """Delete old segments by log start offset, ``retention.ms`` and ``retention.bytes``.
+        """Delete old segments by log start offset, ``retention.ms`` and ``retention.bytes``
+        (the last two only when ``cleanup.policy`` includes ``delete``, as in Kafka).
 
         Only a prefix of whole segments is deleted, each ending at or below
         ``upper_bound_offset`` (the high watermark; default the log end).  If every segment
@@ -394,10 +400,10 @@ class Log:
         now = self._now(now_ms)
         cfg = self.config
         deleted = self._delete_old_segments(retention.below_log_start(self._lso), now, upper_bound_offset)
-        if cfg.retention_ms >= 0:
+        if cfg.delete and cfg.retention_ms >= 0:
             deleted += self._delete_old_segments(
                 retention.older_than(now, cfg.retention_ms), now, upper_bound_offset)
-        if cfg.retention_bytes >= 0:
+        if cfg.delete and cfg.retention_bytes >= 0:
             deleted += self._delete_old_segments(
                 retention.over_size(self.size_in_bytes, cfg.retention_bytes), now, upper_bound_offset)
         self.delete_expired_files(now)
@@ -424,6 +430,58 @@ class Log:
     def delete_expired_files(self, now_ms: int | None = None) -> None:
         """Unlink deleted segments' files once ``file.delete.delay.ms`` has passed."""
         self._deleted.delete_expired(self._now(now_ms))
+
+    # -- compaction ----------------------------------------------------------------------
+    def replace_segments(self, cleaned: LogSegment, old: list[LogSegment], *,
+                         now_ms: int | None = None,
+                         step: Callable[[str], None] | None = None) -> LogSegment:
+        """Swap ``cleaned`` in for ``old``, crash-safely, as Kafka's log cleaner does.
+
+        ``cleaned`` is a finished segment written with the ``.cleaned`` file suffix and
+        fsynced (see ``kraft.log.cleaner``); it holds a subset of the batches of ``old``, a
+        run of consecutive non-active segments whose first has ``cleaned``'s base offset.
+        The files are renamed ``.cleaned`` -> ``.swap``, the old segments are renamed
+        ``.deleted`` (unlinked after ``file.delete.delay.ms``), then ``.swap`` -> the
+        segment's name, with a directory fsync between the stages.  A crash at any point
+        leaves either the old segments (only ``.cleaned`` files exist: recovery deletes
+        them) or the cleaned one (a ``.log.swap`` exists: recovery completes the swap).
+        ``step``, if given, is called with a label after every file operation (tests stop
+        the swap there to simulate a crash).  Returns the segment now in the log.
+
+        Raises:
+            LogError: ``old`` is not such a run of this log's segments.
+        """
+        self._check_open()
+        now = self._now(now_ms)
+        step = step or (lambda label: None)
+        try:
+            first = self._segments.index(old[0]) if old else -1
+        except ValueError:
+            first = -1
+        if (first < 0 or self._segments[first:first + len(old)] != list(old)
+                or first + len(old) >= len(self._segments)
+                or cleaned.base_offset != old[0].base_offset):
+            raise LogError(f"cannot replace {old} with {cleaned}: not a run of inactive segments "
+                           "starting at its base offset")
+        cleaned.close_fd()
+        final = [self.dir / p.name[: -len(CLEANED_SUFFIX)] for p in cleaned.files()]
+        swaps = [p.with_name(p.name + SWAP_SUFFIX) for p in final]
+        for src, dst in zip(cleaned.files(), swaps):  # the .log first: it marks the swap
+            os.replace(src, dst)
+            step(f"swap {dst.name}")
+        fsync_dir(self.dir)
+        for seg in old:
+            self._discard(seg, now)
+            step(f"delete {seg.base_offset}")
+        self._sync_dir()
+        for src, dst in zip(swaps, final):
+            os.replace(src, dst)
+            step(f"rename {dst.name}")
+        fsync_dir(self.dir)
+        seg = LogSegment.open_existing(self.dir, cleaned.base_offset, self.config, now)
+        self._segments[first:first + len(old)] = [seg]
+        self._bases[first:first + len(old)] = [seg.base_offset]
+        return seg
 
     # -- durability ----------------------------------------------------------------------
     def flush(self, upto_offset: int | None = None, *, now_ms: int | None = None) -> None:

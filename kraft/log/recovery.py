@@ -9,6 +9,10 @@ CRC-32C, offsets increasing and representable.  The log is cut just before the f
 batch and every later segment is deleted: a gap in the middle of a log would be worse than
 a shorter log, which replication refills.
 
+The log cleaner's segment swaps (``Log.replace_segments``) leave ``.cleaned`` and ``.swap``
+files when interrupted; loading deletes the first and completes the swap of the second
+(``_complete_swaps``), so a crash leaves the old segments or the cleaned ones.
+
 After a clean shutdown (the caller saw Kafka's ``.kafka_cleanshutdown`` marker) the
 recovery point is the log end and nothing is rescanned, except that the active segment's
 tail is walked from its last index entry to learn the log end offset; a tail that does not
@@ -23,15 +27,17 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kraft.log.atomic import fsync_dir
 from kraft.log.config import LogConfig
 from kraft.log.errors import CorruptIndexError
-from kraft.log.scan import TornBatch
-from kraft.log.segment import LogSegment
+from kraft.log.scan import TornBatch, scan_file
+from kraft.log.segment import SWAP_SUFFIX, LogSegment, segment_name
 
 # Files of ours that a crash can leave behind: segments mid-deletion, cleaner leftovers.
 _STRAY = re.compile(r"[0-9]{20}\.(log|index|timeindex)(\.deleted|\.cleaned|\.swap)")
 _SEGMENT_FILE = re.compile(r"([0-9]{20})\.(log|index|timeindex)")
-
+_LOG_SWAP = re.compile(r"([0-9]{20})\.log\.swap")
+_SUFFIXES = (".log", ".index", ".timeindex")
 
 @dataclass
 class LoadResult:
@@ -50,12 +56,69 @@ def remove_segment_files(segment: LogSegment) -> None:
             pass
 
 
+def _swap_end(path: Path, base: int) -> int:
+    """The offset after the last whole batch of a ``.log.swap`` file (its base if none)."""
+    end = base
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for _, h in scan_file(fd, 0, os.fstat(fd).st_size, check_crc=False):
+            end = h.next_offset
+    except TornBatch:
+        pass  # cannot happen for a file fsynced before its rename; recovery checks it anyway
+    finally:
+        os.close(fd)
+    return end
+
+
+def _complete_swaps(directory: Path, swaps: list[int], logs: set[int]) -> None:
+    """Finish segment swaps a crash interrupted (see ``Log.replace_segments``).
+
+    A ``<base>.log.swap`` file is a cleaned segment that was complete and fsynced before it
+    got that name, so the swap goes forward, as in Kafka: the segments it replaces (those
+    whose base offset lies in ``[base, end of the swap file)``, ``base`` included) are
+    deleted, the swap file takes the segment's name, and its indexes, whatever state they
+    are in, are deleted so that loading rebuilds them from the log.
+    """
+    for base in sorted(swaps):
+        swap = directory / (segment_name(base, ".log") + SWAP_SUFFIX)
+        end = max(_swap_end(swap, base), base + 1)
+        for old in [b for b in logs if base <= b < end]:
+            for suffix in _SUFFIXES:
+                _unlink(directory / segment_name(old, suffix))
+            logs.discard(old)
+        for suffix in _SUFFIXES[1:]:
+            _unlink(directory / (segment_name(base, suffix) + SWAP_SUFFIX))
+            _unlink(directory / segment_name(base, suffix))  # the replaced segment's, if left
+        os.replace(swap, directory / segment_name(base, ".log"))
+        logs.add(base)
+    if swaps:
+        fsync_dir(directory)
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def _scan_directory(directory: Path) -> list[int]:
-    """Remove stray and orphaned segment files; return the segments' base offsets."""
+    """Remove stray and orphaned segment files, complete interrupted segment swaps; return
+    the segments' base offsets.
+
+    Strays are ``.deleted`` files (segments already taken out of the log), ``.cleaned``
+    files (a cleaner's output not yet being swapped in: the originals are intact) and the
+    index ``.swap`` files (indexes are rebuilt for a swapped-in segment).
+    """
     logs: set[int] = set()
+    swaps: list[int] = []
     indexes: list[tuple[int, Path]] = []
     for entry in os.scandir(directory):
         if not entry.is_file():
+            continue
+        m = _LOG_SWAP.fullmatch(entry.name)
+        if m is not None:
+            swaps.append(int(m.group(1)))
             continue
         if _STRAY.fullmatch(entry.name):
             os.unlink(entry.path)
@@ -68,9 +131,10 @@ def _scan_directory(directory: Path) -> list[int]:
             logs.add(base)
         else:
             indexes.append((base, Path(entry.path)))
+    _complete_swaps(directory, swaps, logs)
     for base, path in indexes:
         if base not in logs:  # an index without its log: a half-deleted segment
-            os.unlink(path)
+            _unlink(path)
     return sorted(logs)
 
 

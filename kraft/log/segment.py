@@ -23,6 +23,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"  # a segment the log cleaner is writing
+SWAP_SUFFIX = ".swap"  # a cleaned segment being swapped in (see Log.replace_segments)
 
 
 def segment_name(base_offset: int, suffix: str) -> str:
@@ -54,14 +56,17 @@ class ReadResult:
 class LogSegment:
     """A segment's files and in-memory state.  Not thread-safe; owned by one ``Log``."""
 
-    def __init__(self, directory: Path, base_offset: int, config: LogConfig, created_ms: int, size: int):
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, created_ms: int, size: int,
+                 suffix: str = ""):
         self.base_offset = base_offset
-        self.log_path = directory / segment_name(base_offset, LOG_SUFFIX)
+        self.log_path = directory / (segment_name(base_offset, LOG_SUFFIX) + suffix)
         self.offset_index = OffsetIndex(
-            directory / segment_name(base_offset, INDEX_SUFFIX), base_offset, config.max_offset_index_entries
+            directory / (segment_name(base_offset, INDEX_SUFFIX) + suffix), base_offset,
+            config.max_offset_index_entries
         )
         self.time_index = TimeIndex(
-            directory / segment_name(base_offset, TIME_INDEX_SUFFIX), base_offset, config.max_time_index_entries
+            directory / (segment_name(base_offset, TIME_INDEX_SUFFIX) + suffix), base_offset,
+            config.max_time_index_entries
         )
         self.config = config
         self.size = size
@@ -75,9 +80,12 @@ class LogSegment:
 
     # -- construction ----------------------------------------------------------------
     @classmethod
-    def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
-        """A new, empty segment (any stale files of that name are emptied)."""
-        seg = cls(directory, base_offset, config, now_ms, 0)
+    def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int,
+               suffix: str = "") -> LogSegment:
+        """A new, empty segment (any stale files of that name are emptied).  ``suffix``
+        (e.g. ``.cleaned``) is appended to every file name: the log cleaner's scratch
+        segments."""
+        seg = cls(directory, base_offset, config, now_ms, 0, suffix)
         seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         seg.offset_index.reset()
         seg.time_index.reset()
