@@ -63,5 +63,125 @@ def check(store, spark_master, no_spark, workload, model, unkeyed, sub_via, budg
     sys.exit(0 if v is True else (1 if v is False else 2))
 
 
+def _csv(ctx, param, value):
+    if value is None:
+        return None
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _test_options(f):
+    """The options shared by ``test`` and ``campaign``."""
+    from jepsen.nemesis import FAULTS
+    from jepsen.runner import ENGINES
+    from jepsen.workloads import CLIENTS, WORKLOADS
+
+    opts = [
+        click.option("--workload", type=click.Choice(WORKLOADS), default="queue",
+                     show_default=True),
+        click.option("--nemesis", default="kill", show_default=True, callback=_csv,
+                     help=f"Comma-separated faults ({', '.join(FAULTS)}), or 'none'."),
+        click.option("--nodes", type=int, default=5, show_default=True),
+        click.option("--time-limit", type=float, default=60.0, show_default=True,
+                     help="Seconds of workload (the heal, recovery and drain follow)."),
+        click.option("--rate", type=float, default=500.0, show_default=True,
+                     help="Target client operations per second, in total."),
+        click.option("--concurrency", type=int, default=10, show_default=True),
+        click.option("--hosts", type=click.Choice(["local", "netns"]), default="local",
+                     show_default=True),
+        click.option("--unsafe", is_flag=True,
+                     help="kraft.unsafe.ack.before.replication=true (must be caught)."),
+        click.option("--client", type=click.Choice(CLIENTS), default="confluent",
+                     show_default=True),
+        click.option("--keys", type=int, default=None,
+                     help="Queue partitions / register keys (default: 4 / by rate)."),
+        click.option("--sub-via", "sub_via", type=click.Choice(["assign", "subscribe"]),
+                     default="assign", show_default=True),
+        click.option("--store", default="store", show_default=True,
+                     type=click.Path(file_okay=False)),
+        click.option("--no-spark", is_flag=True, help="Check in-process, without Spark."),
+        click.option("--spark-master", default="local[*]", show_default=True),
+        click.option("--interval", type=float, default=5.0, show_default=True,
+                     help="Mean seconds between nemesis ops."),
+        click.option("--recovery", type=float, default=5.0, show_default=True,
+                     help="Seconds after the final heal before the drain."),
+        click.option("--kill-targets", callback=_csv, default=None,
+                     help="Comma-separated kill target specs (default: all kinds)."),
+        click.option("--partition-specs", callback=_csv, default=None,
+                     help="Comma-separated partition specs (default: all kinds)."),
+        click.option("--startup-timeout", type=float, default=60.0, show_default=True),
+        click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
+                     help="Extra server.properties for every node."),
+        click.option("-q", "--quiet", is_flag=True),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def _make_options(kw, engine, seed, name=None):
+    from jepsen.runner import TestOptions
+
+    nem = [x for x in (kw["nemesis"] or []) if x != "none"]
+    overrides = {}
+    for item in kw["overrides"]:
+        k, sep, v = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--override")
+        overrides[k.strip()] = v.strip()
+    return TestOptions(
+        workload=kw["workload"], nemesis=nem, nodes=kw["nodes"],
+        time_limit_s=kw["time_limit"], rate=kw["rate"], concurrency=kw["concurrency"],
+        hosts=kw["hosts"], unsafe=kw["unsafe"], seed=seed, engine=engine,
+        client=kw["client"], keys=kw["keys"], sub_via=kw["sub_via"], store=kw["store"],
+        name=name, spark=not kw["no_spark"], spark_master=kw["spark_master"],
+        nemesis_interval_s=kw["interval"], recovery_s=kw["recovery"],
+        startup_timeout_s=kw["startup_timeout"], overrides=overrides,
+        schedule={k: v for k, v in (("kill_targets", kw["kill_targets"]),
+                                    ("partition_specs", kw["partition_specs"])) if v},
+        progress=not kw["quiet"])
+
+
+@main.command()
+@_test_options
+@click.option("--engine", type=click.Choice(["kraft", "pysyncobj"]), default="kraft",
+              show_default=True, help="controller.quorum.engine of every node.")
+@click.option("--seed", type=int, default=None, help="Seeds the generator and the nemesis.")
+@click.option("--name", default=None, help="Test name in the store (default: from options).")
+def test(engine, seed, name, **kw) -> None:
+    """Run one test against a fresh kraft cluster and check it.
+
+    Exit status: 0 valid, 1 invalid, 2 unknown (or the run could not be carried out).
+    """
+    from jepsen.runner import run_test
+
+    result = run_test(_make_options(kw, engine, seed, name))
+    click.echo(f"valid: {result.valid}  ->  {result.directory}/index.html")
+    sys.exit(result.exit_code)
+
+
+@main.command()
+@_test_options
+@click.option("--runs", type=int, default=20, show_default=True,
+              help="Runs per engine.")
+@click.option("--engines", default="kraft", show_default=True, callback=_csv,
+              help="Comma-separated: kraft, pysyncobj or both (side by side).")
+@click.option("--per-nemesis", is_flag=True,
+              help="Cycle the runs through the --nemesis faults one at a time.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Run i uses seed + i.")
+def campaign(runs, engines, per_nemesis, seed, **kw) -> None:
+    """Run many tests and summarise them in one table and report.
+
+    Exit status: 0 when every run is valid, 1 if any is invalid, 2 otherwise.
+    """
+    from jepsen.campaign import run_campaign
+
+    base = _make_options(kw, "kraft", seed)
+    summary = run_campaign(base, runs=runs, engines=engines, per_nemesis=per_nemesis,
+                           echo=click.echo)
+    click.echo(f"campaign: {summary['counts']}  ->  {summary['directory']}/index.html")
+    sys.exit(summary["exit-code"])
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,564 @@
+"""One jepsen run: a real kraft cluster, real clients, a nemesis, a history, a verdict.
+
+Theory of operation
+-------------------
+``run_test(TestOptions(...))`` goes through these phases, logging each to
+``<run>/jepsen.log``:
+
+1. **store** -- ``jepsen.store`` makes ``<store>/<test-name>/<start-time>/`` and points
+   ``<store>/<test-name>/latest`` at it.  The cluster is laid out inside the run folder
+   (``node<i>/`` holds each node's config, log and data).
+2. **cluster** -- ``jepsen.hosts.configure_kraft`` on the chosen host backend, with the
+   engine (``controller.quorum.engine``) and the unsafe switch as config overrides; the
+   nodes start, and the run waits (bounded by ``startup_timeout_s``) until every broker
+   is registered and the workload's topics exist with a leader for every partition.  A
+   cluster that does not come up ends the run with an error and verdict ``unknown``,
+   quoting the tail of each node's log -- it never hangs.
+3. **run** -- under trio, ``concurrency`` workers each run one process at a time: take an
+   operation from the workload's generator, record the invocation, run it in a thread
+   (every client call is bounded by the client timeout), record the completion.  Workers
+   pace themselves to ``rate`` ops/s in total (Jepsen's stagger).  An ``info`` completion
+   retires the process: its clients are closed and the worker carries on as process
+   ``p + concurrency``.  Meanwhile ``jepsen.nemesis.run_schedule`` plays the seeded
+   fault schedule into the same history, ending with a heal and a recovery wait.
+4. **drain** (queue) -- a fresh consumer reads every partition from the beginning up to
+   the highest offset any ok operation saw (``jepsen.workloads.queue.drain``).
+5. **check** -- the history is written as JSON lines (live, flushed per record) and
+   Parquet; ``jepsen.checkers.check_store`` writes results.json (Spark by default,
+   in-process with ``spark=False``).
+6. **report** -- node data directories are kept only when the run is invalid; plots
+   and index.html come from ``jepsen.report``.
+
+Everything the run starts is killed at the end, whatever happened.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import secrets
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jepsen.history import INFO, INVOKE, OK, JsonlWriter, Op, write_parquet
+
+log = logging.getLogger("jepsen.runner")
+
+ENGINES = ("kraft", "pysyncobj")
+
+#: Timeouts short enough that faults show within a short run; no protocol changes.
+FAST_OVERRIDES = {
+    "controller.quorum.election.timeout.ms": "1000",
+    "controller.quorum.fetch.timeout.ms": "2000",
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "4000",
+    "replica.lag.time.max.ms": "5000",
+    "unclean.leader.election.enable": "false",
+}
+
+
+class RunError(RuntimeError):
+    """The run could not be carried out (cluster did not start, bad options)."""
+
+
+@dataclass
+class TestOptions:
+    """Everything that defines one run (the CLI's options)."""
+
+    __test__ = False  # not a pytest class
+    workload: str = "queue"
+    nemesis: list[str] = field(default_factory=lambda: ["kill"])
+    nodes: int = 5
+    time_limit_s: float = 60.0
+    rate: float = 500.0
+    concurrency: int = 10
+    hosts: str = "local"
+    unsafe: bool = False
+    seed: int | None = None
+    engine: str = "kraft"
+    client: str = "confluent"
+    keys: int | None = None  # queue partitions / register topics
+    sub_via: str = "assign"
+    store: str = "store"
+    name: str | None = None
+    spark: bool = True
+    spark_master: str = "local[*]"
+    nemesis_interval_s: float = 5.0
+    recovery_s: float = 5.0
+    drain_timeout_s: float = 30.0
+    startup_timeout_s: float = 60.0
+    client_timeout_s: float = 5.0
+    overrides: dict[str, str] = field(default_factory=dict)
+    #: Extra ``jepsen.nemesis.ScheduleOptions`` fields (kill_targets, partition_specs, ...).
+    schedule: dict[str, Any] = field(default_factory=dict)
+    progress: bool = True
+    keep_data: bool = False
+
+    def test_name(self) -> str:
+        if self.name:
+            return self.name
+        nem = "+".join(self.nemesis) if self.nemesis else "none"
+        return (f"{self.workload}-{self.engine}-{nem}-n{self.nodes}"
+                + (f"-{self.client}" if self.client != "confluent" else "")
+                + (f"-{self.hosts}" if self.hosts != "local" else "")
+                + ("-unsafe" if self.unsafe else ""))
+
+    def cluster_overrides(self) -> dict[str, str]:
+        if self.engine not in ENGINES:
+            raise RunError(f"unknown engine {self.engine!r} (one of {', '.join(ENGINES)})")
+        o = dict(FAST_OVERRIDES)
+        rf = min(3, self.nodes)
+        o["min.insync.replicas"] = str(2 if rf >= 3 else 1)
+        o["controller.quorum.engine"] = self.engine
+        if self.engine == "pysyncobj":
+            o["controller.quorum.pysyncobj.password"] = secrets.token_hex(12)
+        if self.unsafe:
+            o["kraft.unsafe.ack.before.replication"] = "true"
+        o.update(self.overrides)
+        return o
+
+
+@dataclass
+class RunResult:
+    directory: Path
+    valid: Any
+    results: dict[str, Any]
+    summary: dict[str, Any]
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.valid is True else (1 if self.valid is False else 2)
+
+
+# ---------------------------------------------------------------- history recording
+
+
+class Recorder:
+    """Numbers, timestamps and writes history records as they happen (trio thread only)."""
+
+    def __init__(self, path: Path):
+        self.ops: list[Op] = []
+        self._w = JsonlWriter(path)
+        self.t0 = time.monotonic_ns()
+        self.counts = {"ok": 0, "fail": 0, "info": 0}
+        self.nemesis_state = ""
+
+    def add(self, process: Any, type_: str, f: str, value: Any = None,
+            error: str | None = None) -> Op:
+        op = Op(len(self.ops), time.monotonic_ns(), type_, process, f, value, error)
+        self.ops.append(op)
+        self._w.append(op)
+        if type_ != INVOKE and isinstance(process, int):
+            self.counts[type_] += 1
+        return op
+
+    def nemesis(self, d: dict) -> None:
+        """The ``record`` callback of ``run_schedule``."""
+        self.add(d["process"], d["type"], d["f"], d.get("value"), d.get("error"))
+        if d["type"] == INVOKE:
+            self.nemesis_state = f"{d['f']} {_short(d.get('value'))}"
+        else:
+            self.nemesis_state = f"{d['f']} -> {_short(d.get('value'))}"
+
+    def close(self) -> None:
+        self._w.close()
+
+
+def _short(v: Any, n: int = 60) -> str:
+    s = "" if v is None else str(v)
+    return s if len(s) <= n else s[:n - 3] + "..."
+
+
+# ---------------------------------------------------------------- cluster control
+
+
+def _admin(bootstrap: str):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0,
+                        "socket.timeout.ms": 3000})
+
+
+def _log_tails(cluster, lines: int = 15) -> str:
+    out = []
+    for spec in cluster.nodes.values():
+        try:
+            tail = spec.log_path.read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            tail = ["(no log)"]
+        out.append(f"--- node {spec.node_id} ({spec.log_path}) ---\n" + "\n".join(tail))
+    return "\n".join(out)
+
+
+def wait_ready(hosts, cluster, topics: list[tuple[str, int]], rf: int, min_isr: int,
+               timeout_s: float) -> dict[str, float]:
+    """Waits until every broker is registered and ``topics`` exist with leaders.
+
+    Raises:
+        RunError: not ready within ``timeout_s`` (with each node's log tail), or every
+            node process died.
+    """
+    from confluent_kafka.admin import NewTopic
+
+    started = time.monotonic()
+    deadline = started + timeout_s
+    admin = _admin(cluster.bootstrap_servers)
+    want = len(cluster.brokers)
+    marks: dict[str, float] = {}
+    last = "no metadata yet"
+
+    def dead() -> list[int]:
+        return [n for n in hosts.nodes if not hosts.is_running(n)]
+
+    while time.monotonic() < deadline:
+        if len(dead()) == len(hosts.nodes):
+            raise RunError("every node process exited during startup\n" + _log_tails(cluster))
+        try:
+            md = admin.list_topics(timeout=2)
+        except Exception as exc:  # noqa: BLE001
+            last = f"metadata: {exc}"
+            time.sleep(0.3)
+            continue
+        if len(md.brokers) < want or md.controller_id is None or md.controller_id < 0:
+            last = f"{len(md.brokers)}/{want} brokers, controller {md.controller_id}"
+            time.sleep(0.3)
+            continue
+        marks.setdefault("brokers-s", round(time.monotonic() - started, 3))
+        missing = [(t, n) for t, n in topics if t not in md.topics]
+        if missing:
+            fs = admin.create_topics(
+                [NewTopic(t, n, rf, config={"min.insync.replicas": str(min_isr)})
+                 for t, n in missing], request_timeout=10)
+            for t, fut in fs.items():
+                try:
+                    fut.result(timeout=15)
+                except Exception as exc:  # noqa: BLE001
+                    if "ALREADY_EXISTS" not in str(exc):
+                        last = f"create {t}: {exc}"
+            time.sleep(0.3)
+            continue
+        leaderless = [f"{t}-{p}" for t, _ in topics
+                      for p, pm in md.topics[t].partitions.items()
+                      if pm.leader is None or pm.leader < 0 or pm.error is not None]
+        short = [t for t, n in topics if len(md.topics[t].partitions) < n]
+        if leaderless or short:
+            last = f"partitions without a leader: {(leaderless + short)[:5]}"
+            time.sleep(0.3)
+            continue
+        marks["topics-s"] = round(time.monotonic() - started, 3)
+        return marks
+    raise RunError(f"the cluster was not ready within {timeout_s:.0f} s ({last})\n"
+                   + _log_tails(cluster))
+
+
+def make_oracle(bootstrap: str, topics: list[tuple[str, int]]):
+    from jepsen.nemesis import Oracle
+
+    admin = _admin(bootstrap)
+
+    def controller():
+        md = admin.list_topics(timeout=2)
+        return md.controller_id if md.controller_id is not None and md.controller_id >= 0 \
+            else None
+
+    def leader(topic, partition):
+        md = admin.list_topics(topic=topic, timeout=2)
+        pm = md.topics[topic].partitions.get(partition)
+        return pm.leader if pm is not None and pm.leader >= 0 else None
+
+    parts = [(t, p) for t, n in topics[:4] for p in range(min(n, 4))]
+    return Oracle(controller=controller, leader=leader, partitions=parts)
+
+
+# ---------------------------------------------------------------- the run
+
+
+def run_test(opts: TestOptions, spark: Any = None) -> RunResult:
+    """Runs one test and returns its verdict; see the module docstring.
+
+    ``spark``: a SparkSession to check on (reused across a campaign); with ``opts.spark``
+    and none given, one is made for this run and stopped after.
+    """
+    from jepsen import report, store
+    from jepsen.hosts import configure_kraft, make_hosts
+    from jepsen.workloads import make_workload
+
+    if opts.seed is None:
+        opts.seed = random.randrange(2**31)
+    run_dir = store.new_run_dir(opts.store, opts.test_name())
+    handler = store.attach_log(run_dir)
+    say = _Say(opts.progress)
+    say(f"jepsen {opts.test_name()} seed={opts.seed} -> {run_dir}")
+    log.info("options: %s", asdict(opts))
+    started = time.monotonic()
+    summary: dict[str, Any] = {"test": opts.test_name(), "options": asdict(opts),
+                               "directory": str(run_dir)}
+    store.write_json(run_dir / "test.json", summary)
+
+    rf = min(3, opts.nodes)
+    min_isr = 2 if rf >= 3 else 1
+    expected = opts.rate * opts.time_limit_s
+    if opts.workload == "register":
+        from jepsen.workloads.register import keys_needed
+        keys = opts.keys or keys_needed(expected, 200, 2)
+    else:
+        keys = opts.keys or 4
+    workload = make_workload(opts.workload, keys=keys, client=opts.client,
+                             sub_via=opts.sub_via, timeout_s=opts.client_timeout_s)
+    recorder = Recorder(run_dir / "history.jsonl")
+    results: dict[str, Any] = {}
+    error: str | None = None
+    hosts = None
+    cluster = None
+    steps: list = []
+    try:
+        hosts = make_hosts(opts.hosts, list(range(1, opts.nodes + 1)))
+        cluster = configure_kraft(hosts, run_dir, overrides=opts.cluster_overrides())
+        say(f"cluster: {opts.nodes} nodes ({opts.hosts}), engine {opts.engine}"
+            + (", UNSAFE acks" if opts.unsafe else "") + f", {cluster.bootstrap_servers}")
+        hosts.start_all()
+        marks = wait_ready(hosts, cluster, workload.topics(), rf, min_isr,
+                           opts.startup_timeout_s)
+        summary["startup"] = marks
+        say(f"cluster ready in {marks['topics-s']:.1f}s")
+        phase = _Phase(opts, hosts, cluster, workload, recorder, say)
+        steps = phase.steps
+        import trio
+        summary["drain"] = trio.run(phase.main)
+        summary["ops-per-s"] = phase.ops_per_s
+    except RunError as exc:
+        error = str(exc)
+        say(f"ERROR: {error.splitlines()[0]}")
+        log.error("%s", error)
+    except Exception as exc:  # noqa: BLE001 - a broken run still gets a store
+        error = f"{type(exc).__name__}: {exc}"
+        say(f"ERROR: {error}")
+        log.exception("run failed")
+    finally:
+        recorder.close()
+        if hosts is not None:
+            hosts.close()  # SIGKILL: the data stays as the run left it, and nothing waits
+
+    ops = recorder.ops
+    summary["records"] = len(ops)
+    summary["run-s"] = round(time.monotonic() - started, 3)
+    try:
+        write_parquet(ops, run_dir / "history.parquet")
+        if error is None:
+            say(f"checking {len(ops)} records ({'spark' if opts.spark else 'python'})")
+            results = _check(run_dir, workload, opts, spark)
+        else:
+            results = {"valid": "unknown", "error": error, "checkers": {}, "records": len(ops)}
+            from jepsen.checkers import write_results
+            write_results(results, run_dir)
+    except Exception as exc:  # noqa: BLE001
+        log.exception("checking failed")
+        error = error or f"check failed: {type(exc).__name__}: {exc}"
+        results = {"valid": "unknown", "error": error, "checkers": {}, "records": len(ops)}
+        from jepsen.checkers import write_results
+        write_results(results, run_dir)
+    valid = results.get("valid", "unknown")
+    summary["valid"] = valid
+    summary["error"] = error
+    summary["total-s"] = round(time.monotonic() - started, 3)
+    summary["anomalies"] = _anomaly_counts(results)
+    if cluster is not None:
+        store.tidy_nodes(run_dir, cluster, keep_data=(valid is not True) or opts.keep_data)
+    try:
+        report.write_report(run_dir, ops, results, summary)
+    except Exception:  # noqa: BLE001
+        log.exception("report failed")
+    store.write_json(run_dir / "test.json", summary)
+    say(f"valid: {valid}" + (f" ({', '.join(summary['anomalies'])})"
+                             if summary["anomalies"] else "")
+        + f"  ->  {run_dir}/index.html")
+    store.detach_log(handler)
+    return RunResult(run_dir, valid, results, summary)
+
+
+def _check(run_dir: Path, workload, opts: TestOptions, spark: Any) -> dict[str, Any]:
+    from jepsen.checkers import check_store
+
+    kw = dict(workload=workload.checker, model="register",
+              sub_via=opts.sub_via if opts.workload == "queue" else None,
+              progress=opts.progress)
+    if not opts.spark:
+        return check_store(run_dir, spark=None, **kw)
+    owned = spark is None
+    if owned:
+        from jepsen.checkers.spark import spark_session
+        spark = spark_session(opts.spark_master)
+    try:
+        return check_store(run_dir, spark=spark, **kw)
+    finally:
+        if owned:
+            spark.stop()
+
+
+def _anomaly_counts(results: dict[str, Any]) -> dict[str, int]:
+    out = {}
+    for r in results.get("checkers", {}).values():
+        for k, a in r.get("anomalies", {}).items():
+            out[k] = a["count"]
+        if r.get("failures", {}).get("count"):
+            out["nonlinearizable-keys"] = r["failures"]["count"]
+    return out
+
+
+class _Say:
+    def __init__(self, on: bool):
+        self.on = on
+
+    def __call__(self, msg: str) -> None:
+        log.info("%s", msg)
+        if self.on:
+            print(f"[jepsen] {msg}", file=sys.stderr, flush=True)
+
+
+class _Phase:
+    """The trio part of a run: workers, nemesis, status line, drain."""
+
+    def __init__(self, opts, hosts, cluster, workload, recorder, say):
+        from jepsen.nemesis import (enabled_faults, make_nemesis, options_for, schedule)
+
+        self.opts, self.hosts, self.cluster = opts, hosts, cluster
+        self.workload, self.rec, self.say = workload, recorder, say
+        self.bootstrap = cluster.bootstrap_servers
+        faults = enabled_faults(hosts, opts.nemesis)
+        dropped = sorted(set(opts.nemesis) - set(faults))
+        if dropped:
+            say(f"the {hosts.kind} backend cannot do {', '.join(dropped)}: left out")
+        self.faults = faults
+        self.steps = schedule(opts.seed, faults, opts.time_limit_s,
+                              options_for(hosts, **{"interval_s": opts.nemesis_interval_s,
+                                                    "recovery_s": opts.recovery_s,
+                                                    **opts.schedule}))
+        oracle = make_oracle(self.bootstrap, workload.topics())
+        self.nemesis = make_nemesis(hosts, faults, seed=opts.seed, oracle=oracle)
+        self.gen = workload.generator(opts.seed)
+        self.next_process = opts.concurrency
+        self.ops_per_s = None
+
+    def fresh_process(self) -> int:
+        p = self.next_process
+        self.next_process += 1
+        return p
+
+    async def worker(self, slot: int, end: float, limiter) -> None:
+        import trio
+
+        rng = random.Random(f"{self.opts.seed}:worker:{slot}")
+        interval = self.opts.concurrency / max(self.opts.rate, 0.001)
+        process, client = slot, None
+        await trio.sleep(rng.uniform(0, interval))
+        while trio.current_time() < end:
+            if client is None:
+                try:
+                    client = await trio.to_thread.run_sync(
+                        self.workload.open_client, self.bootstrap, process, limiter=limiter)
+                except Exception as exc:  # noqa: BLE001
+                    log.warning("process %s: cannot open a client: %s", process, exc)
+                    await trio.sleep(0.5)
+                    continue
+            f, value = self.gen.next(process)
+            self.rec.add(process, INVOKE, f, value)
+            t, v, err = await trio.to_thread.run_sync(self.workload.invoke, client, f, value,
+                                                      limiter=limiter)
+            self.rec.add(process, t, f, v, err)
+            if t == INFO:
+                old = client
+                client = None
+                self.gen.retire(process)
+                process = self.fresh_process()
+                trio.lowlevel.spawn_system_task(_close_async, old)
+            await trio.sleep(rng.uniform(0, 2 * interval))
+        if client is not None:
+            await trio.to_thread.run_sync(_close_quietly, client, limiter=limiter)
+
+    async def status(self, t0: float, end: float) -> None:
+        import trio
+
+        tty = sys.stderr.isatty()
+        last_print = 0.0
+        while True:
+            await trio.sleep(1.0)
+            now = trio.current_time()
+            c = self.rec.counts
+            done = sum(c.values())
+            line = (f"t={now - t0:6.1f}s ops={done} ok={c['ok']} fail={c['fail']} "
+                    f"info={c['info']} rate={done / max(now - t0, 1e-9):.0f}/s "
+                    f"nemesis: {self.rec.nemesis_state or '-'}")
+            if not self.opts.progress:
+                continue
+            if tty:
+                print("\r" + line[:150].ljust(150), end="", file=sys.stderr, flush=True)
+            elif now - last_print >= 5:
+                print(f"[jepsen] {line}", file=sys.stderr, flush=True)
+                last_print = now
+
+    async def main(self) -> dict[str, Any]:
+        import trio
+
+        from jepsen.nemesis import run_schedule
+
+        limiter = trio.CapacityLimiter(self.opts.concurrency + 8)
+        await trio.to_thread.run_sync(self.nemesis.setup)
+        t0 = trio.current_time()
+        end = t0 + self.opts.time_limit_s
+        try:
+            async with trio.open_nursery() as outer:
+                outer.start_soon(self.status, t0, end)
+                async with trio.open_nursery() as n:
+                    n.start_soon(run_schedule, self.nemesis, self.steps, self.rec.nemesis)
+                    for slot in range(self.opts.concurrency):
+                        n.start_soon(self.worker, slot, end, limiter)
+                elapsed = trio.current_time() - t0
+                client_ops = sum(self.rec.counts.values())
+                self.ops_per_s = round(client_ops / max(self.opts.time_limit_s, 1e-9), 1)
+                if sys.stderr.isatty() and self.opts.progress:
+                    print(file=sys.stderr)
+                self.say(f"workload and nemesis done after {elapsed:.1f}s: {client_ops} ops "
+                         f"({self.ops_per_s}/s) {self.rec.counts}")
+                drained = None
+                if self.workload.name == "queue":
+                    deadline = time.monotonic() + self.opts.drain_timeout_s
+                    drained = await _drain(self, deadline)
+                    self.say(f"drain: complete={drained['complete']} "
+                             f"targets={drained['targets']} reached={drained['reached']}")
+                outer.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self.nemesis.teardown)
+        return drained
+
+
+async def _drain(phase: _Phase, deadline: float):
+    from jepsen.workloads.queue import drain
+
+    def record(process, type_, f, value, error=None):
+        phase.rec.add(process, type_, f, value, error)
+
+    return await drain(phase.workload, phase.bootstrap, lambda: phase.rec.ops, record,
+                       phase.fresh_process, deadline, phase.say)
+
+
+def _close_quietly(client) -> None:
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+async def _close_async(client) -> None:
+    import trio
+
+    await trio.to_thread.run_sync(_close_quietly, client)
+
+
+__all__ = ["ENGINES", "FAST_OVERRIDES", "Recorder", "RunError", "RunResult", "TestOptions",
+           "make_oracle", "run_test", "wait_ready"]
+

@@ -1,0 +1,30 @@
+"""Workloads: what the clients of a jepsen run do, and how each operation reaches Kafka.
+
+* ``queue`` -- Jepsen's Kafka workload: ``send``/``poll``/``assign``/``subscribe``/``crash``
+  and a final drain (``jepsen.workloads.queue``).
+* ``register`` -- read/write registers, one single-partition topic per key
+  (``jepsen.workloads.register``).
+
+A workload offers ``topics()`` (what to create), ``generator(seed)`` (a pure op source),
+``open_client(...)`` and ``invoke(client, f, value)`` (one operation, run in a thread,
+returning ``(type, value, error)``).  Client libraries and error classification live in
+``jepsen.workloads.clients``.
+"""
+
+from jepsen.workloads.clients import CLIENTS, ClientError, classify
+from jepsen.workloads.queue import QueueGenerator, QueueWorkload
+from jepsen.workloads.register import RegisterGenerator, RegisterWorkload
+
+WORKLOADS = ("queue", "register")
+
+
+def make_workload(name: str, **kwargs):
+    if name == "queue":
+        return QueueWorkload(**kwargs)
+    if name == "register":
+        return RegisterWorkload(**kwargs)
+    raise ValueError(f"unknown workload {name!r} (one of {', '.join(WORKLOADS)})")
+
+
+__all__ = ["CLIENTS", "WORKLOADS", "ClientError", "QueueGenerator", "QueueWorkload",
+           "RegisterGenerator", "RegisterWorkload", "classify", "make_workload"]

@@ -1,0 +1,216 @@
+"""The queue workload: Jepsen's Kafka test, with keys = partitions of one topic.
+
+Operations (values as ``jepsen.history`` documents them)::
+
+    send       invoke [key, v]          ok [key, [offset, v]]   (v unique across the run)
+    poll       invoke null              ok {key: [[offset, v], ...]}
+    assign     invoke [key, ...]        ok the same     (the consumer's partitions)
+    subscribe  invoke [key, ...]        ok the same     (consumer groups; optional)
+    crash      invoke null              info            (the client is thrown away)
+
+Every process owns one producer (acks=all, idempotent) and one consumer.  A fresh process
+first assigns (or subscribes), so polls always have partitions; then it sends, polls,
+now and then re-assigns a random subset of partitions, and rarely crashes.  An ``info``
+completion retires the process (the runner carries on with a fresh process number and
+fresh clients).
+
+The final drain (:func:`drain`) runs after the nemesis healed everything: a fresh
+consumer assigns every partition from the beginning and polls until each has been read up
+to the highest offset any ok operation saw, or the drain deadline passes.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from jepsen.history import OK
+from jepsen.workloads.clients import classify, queue_client
+
+TOPIC = "jepsen-queue"
+DEFAULT_WEIGHTS = {"send": 50, "poll": 40, "assign": 6, "crash": 1}
+
+
+class QueueGenerator:
+    """A seeded source of queue operations; ``next(process)`` -> ``(f, value)``.
+
+    Pure bookkeeping (no I/O): which processes have partitions, the next unique value.
+    """
+
+    def __init__(self, keys: int, seed: int = 0, weights: dict[str, int] | None = None,
+                 sub_via: str = "assign"):
+        if keys < 1:
+            raise ValueError("the queue needs at least one key")
+        if sub_via not in ("assign", "subscribe"):
+            raise ValueError("sub_via is assign or subscribe")
+        self.keys = list(range(keys))
+        self.rng = random.Random(seed)
+        w = dict(DEFAULT_WEIGHTS if weights is None else weights)
+        if sub_via == "subscribe":
+            w["subscribe"] = w.pop("assign", 0)
+        self.fs = [f for f in w if w[f] > 0]
+        self.weights = [w[f] for f in self.fs]
+        self.sub_via = sub_via
+        self.next_value = 0
+        self.ready: set[Any] = set()
+
+    def _subset(self) -> list[int]:
+        k = self.rng.randint(1, len(self.keys))
+        return sorted(self.rng.sample(self.keys, k))
+
+    def next(self, process: Any) -> tuple[str, Any]:
+        if process not in self.ready:
+            self.ready.add(process)
+            return self.sub_via, (self._subset() if self.sub_via == "assign" else self.keys[:])
+        f = self.rng.choices(self.fs, self.weights)[0]
+        if f == "send":
+            v = self.next_value
+            self.next_value += 1
+            return "send", [self.rng.choice(self.keys), v]
+        if f == "poll":
+            return "poll", None
+        if f == "assign":
+            return "assign", self._subset()
+        if f == "subscribe":
+            return "subscribe", self.keys[:]
+        if f == "crash":
+            self.ready.discard(process)
+            return "crash", None
+        raise AssertionError(f)
+
+    def retire(self, process: Any) -> None:
+        """The process ended (an ``info``); its successor starts by assigning."""
+        self.ready.discard(process)
+
+
+class QueueWorkload:
+    name = "queue"
+    checker = "queue"
+
+    def __init__(self, keys: int = 4, client: str = "confluent", sub_via: str = "assign",
+                 timeout_s: float = 5.0, weights: dict[str, int] | None = None, **_ignored):
+        self.keys = keys
+        self.client = client
+        self.sub_via = sub_via
+        self.timeout_s = timeout_s
+        self.weights = weights
+
+    def topics(self) -> list[tuple[str, int]]:
+        return [(TOPIC, self.keys)]
+
+    def generator(self, seed: int) -> QueueGenerator:
+        return QueueGenerator(self.keys, seed, self.weights, self.sub_via)
+
+    def open_client(self, bootstrap: str, process: Any):
+        return queue_client(self.client, bootstrap, TOPIC, timeout_s=self.timeout_s,
+                            group=f"jepsen-{process}" if self.sub_via == "subscribe" else None)
+
+    def invoke(self, client, f: str, value: Any) -> tuple[str, Any, str | None]:
+        """One operation (blocking, in a worker thread): ``(type, value, error)``."""
+        try:
+            if f == "send":
+                key, v = value
+                return OK, [key, [client.send(key, v), v]], None
+            if f == "poll":
+                return OK, client.poll(), None
+            if f == "assign":
+                client.assign(list(value))
+                return OK, value, None
+            if f == "subscribe":
+                client.subscribe(list(value))
+                return OK, value, None
+            if f == "crash":
+                return "info", None, "crashed"
+        except Exception as exc:  # noqa: BLE001 - every client error is an outcome
+            # A failed poll may have moved the consumer on: retire it (info), so the
+            # checker never sees the gap as a skip.
+            t, err = classify(exc)
+            return ("info" if f == "poll" else t), None, err
+        raise ValueError(f"the queue workload has no operation {f!r}")
+
+
+def drain_targets(ops) -> dict[int, int]:
+    """Per key, the highest offset any ok send or poll saw."""
+    top: dict[int, int] = {}
+    for op in ops:
+        if op.type != OK:
+            continue
+        if op.f == "send" and isinstance(op.value, list) and len(op.value) == 2 \
+                and isinstance(op.value[1], list):
+            k, off = op.value[0], op.value[1][0]
+            if off is not None and off >= top.get(k, -1):
+                top[k] = off
+        elif op.f == "poll" and isinstance(op.value, dict):
+            for k, pairs in op.value.items():
+                for off, _v in pairs:
+                    if off >= top.get(k, -1):
+                        top[k] = off
+    return top
+
+
+async def drain(workload: QueueWorkload, bootstrap: str, ops: Callable[[], list],
+                record: Callable[..., Any], new_process: Callable[[], Any],
+                deadline: float, say: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """Reads every partition from the beginning up to the highest offset seen.
+
+    ``record(process, type, f, value, error=None)`` appends history records;
+    ``new_process()`` hands out a fresh process number.  Returns
+    ``{"targets", "reached", "complete"}``.
+    """
+    import trio
+
+    targets = drain_targets(ops())
+    keys = sorted(targets)
+    reached: dict[int, int] = {k: -1 for k in keys}
+    client, process = None, None
+
+    async def run(f, value):
+        record(process, "invoke", f, value)
+        t, v, err = await trio.to_thread.run_sync(workload.invoke, client, f, value)
+        record(process, t, f, v, err)
+        return t, v
+
+    while keys and time.monotonic() < deadline:
+        if client is None:
+            process = new_process()
+            try:
+                client = await trio.to_thread.run_sync(workload.open_client, bootstrap,
+                                                       process)
+            except Exception as exc:  # noqa: BLE001
+                say(f"drain: cannot open a client: {exc}")
+                await trio.sleep(1)
+                continue
+            left = [k for k in keys if reached[k] < targets[k]]
+            record(process, "invoke", "assign", left)
+            try:
+                await trio.to_thread.run_sync(lambda: client.assign(left, from_start=True))
+                record(process, OK, "assign", left)
+            except Exception as exc:  # noqa: BLE001
+                record(process, "info", "assign", left, classify(exc)[1])
+                _close(client)
+                client = None
+                continue
+        t, v = await run("poll", None)
+        if t != OK:
+            _close(client)
+            client = None
+            continue
+        for k, pairs in (v or {}).items():
+            if pairs and k in reached:
+                reached[k] = max(reached[k], pairs[-1][0])
+        if all(reached[k] >= targets[k] for k in keys):
+            break
+    if client is not None:
+        await trio.to_thread.run_sync(_close, client)
+    complete = all(reached[k] >= targets[k] for k in keys)
+    return {"targets": {str(k): v for k, v in targets.items()},
+            "reached": {str(k): v for k, v in reached.items()}, "complete": complete}
+
+
+def _close(client) -> None:
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001
+        pass

@@ -1,0 +1,137 @@
+"""The jepsen runner against a real kraft cluster.
+
+Default run: option handling, the clear failure of a cluster that cannot start, and ONE
+short real run through the CLI (3 nodes, kill, 8 s) that must end valid with exit code 0.
+Marked ``campaign`` (outside the default run): a short campaign with one run per nemesis
+kind, and the unsafe-acks check (lost writes caught in >= 4 of 5 runs with
+``kraft.unsafe.ack.before.replication``, in 0 of 5 without).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jepsen.runner import FAST_OVERRIDES, RunError, TestOptions, run_test
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_options_names_and_overrides():
+    o = TestOptions(nemesis=["kill", "partition"], nodes=5, unsafe=True)
+    assert o.test_name() == "queue-kraft-kill+partition-n5-unsafe"
+    ov = o.cluster_overrides()
+    assert ov["kraft.unsafe.ack.before.replication"] == "true"
+    assert ov["controller.quorum.engine"] == "kraft" and ov["min.insync.replicas"] == "2"
+    p = TestOptions(engine="pysyncobj", nodes=1).cluster_overrides()
+    assert p["controller.quorum.engine"] == "pysyncobj"
+    assert len(p["controller.quorum.pysyncobj.password"]) >= 16
+    assert p["min.insync.replicas"] == "1" and "kraft.unsafe.ack.before.replication" not in p
+    assert set(FAST_OVERRIDES) <= set(p)
+    with pytest.raises(RunError):
+        TestOptions(engine="zab").cluster_overrides()
+
+
+def test_a_cluster_that_cannot_start_fails_clearly_and_quickly(tmp_path):
+    # An invalid config value: every node exits at once; the run must say so, not hang.
+    started = time.monotonic()
+    r = run_test(TestOptions(nodes=1, time_limit_s=2, store=str(tmp_path), spark=False,
+                             progress=False, startup_timeout_s=30,
+                             overrides={"controller.quorum.election.timeout.ms": "soon"}))
+    assert time.monotonic() - started < 30
+    assert r.valid == "unknown" and r.exit_code == 2
+    assert "node 1" in r.summary["error"] or "format" in r.summary["error"]
+    res = json.loads((r.directory / "results.json").read_text())
+    assert res["valid"] == "unknown" and res["error"]
+    assert (r.directory / "index.html").exists() and (r.directory / "jepsen.log").exists()
+
+
+def _cli(*args, timeout=170):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "jepsen", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_one_short_real_run_is_valid(tmp_path):
+    started = time.monotonic()
+    p = _cli("test", "--nodes", "3", "--time-limit", "8", "--nemesis", "kill", "--rate", "50",
+             "--no-spark", "--seed", "5", "--interval", "3", "--recovery", "4",
+             "--store", str(tmp_path))
+    took = time.monotonic() - started
+    assert p.returncode == 0, p.stdout + p.stderr[-4000:]
+    assert "valid: True" in p.stdout
+    test_dir = tmp_path / "queue-kraft-kill-n3"
+    run = (test_dir / "latest").resolve()
+    assert run.parent == test_dir
+    for f in ("history.jsonl", "history.parquet", "results.json", "jepsen.log", "test.json",
+              "index.html", "latency-raw.png", "latency-quantiles.png", "rate.png"):
+        assert (run / f).is_file(), f
+    for n in (1, 2, 3):
+        assert (run / f"node{n}" / "node.log").is_file()
+        assert not (run / f"node{n}" / "data").exists()  # valid: no data kept
+    from jepsen.history import read_history
+    ops = read_history(run)
+    assert ops == read_history(run / "history.jsonl")
+    fs = {o.f for o in ops}
+    assert {"send", "poll", "assign", "start-kill", "stop-kill"} <= fs
+    sends = [o for o in ops if o.f == "send" and o.type == "ok"]
+    assert len(sends) > 20
+    assert all(isinstance(o.value[1][0], int) for o in sends)
+    for proc in {o.process for o in ops if isinstance(o.process, int)}:
+        types = [o.type for o in ops if o.process == proc]
+        assert all((t == "invoke") == (i % 2 == 0) for i, t in enumerate(types))
+    res = json.loads((run / "results.json").read_text())
+    assert res["valid"] is True and res["checkers"]["queue"]["valid"] is True
+    summary = json.loads((run / "test.json").read_text())
+    assert summary["drain"]["complete"] is True
+    print(f"short run: {took:.1f}s, {summary['ops-per-s']} ops/s, {len(ops)} records")
+
+
+# ---------------------------------------------------------------- campaigns (marked)
+
+
+@pytest.mark.campaign
+def test_short_campaign_one_run_per_nemesis(tmp_path):
+    from jepsen.campaign import run_campaign
+
+    base = TestOptions(nemesis=["kill", "pause", "partition", "clock"], nodes=3,
+                       time_limit_s=20, rate=100, store=str(tmp_path), spark=False,
+                       progress=False, seed=10, nemesis_interval_s=4)
+    doc = run_campaign(base, runs=4, per_nemesis=True)
+    assert len(doc["runs"]) == 4
+    assert [r["nemesis"] for r in doc["runs"]] == ["kill", "pause", "partition", "clock"]
+    assert all(r["valid"] is True for r in doc["runs"]), doc["runs"]
+    assert (Path(doc["directory"]) / "index.html").exists()
+
+
+def _lost_write_runs(tmp_path, unsafe: bool, runs: int = 5) -> list[dict]:
+    from jepsen.campaign import run_campaign
+
+    # Kills aim at a partition leader; partitions cut one node off from the other two
+    # (which keep a controller majority), long enough (mean 8 s) for the controller to
+    # fence it and move its leaderships: whatever it acknowledged alone is then lost.
+    base = TestOptions(nemesis=["kill", "partition"], nodes=3, time_limit_s=30, rate=100,
+                       store=str(tmp_path), spark=False, progress=False, seed=400,
+                       unsafe=unsafe, nemesis_interval_s=8,
+                       schedule={"kill_targets": ["leader"], "partition_specs": ["one"]})
+    return run_campaign(base, runs=runs)["runs"]
+
+
+@pytest.mark.campaign
+def test_unsafe_acks_lose_writes(tmp_path):
+    runs = _lost_write_runs(tmp_path, True)
+    caught = sum(bool(r["anomalies"].get("lost-write")) for r in runs)
+    assert caught >= 4, runs
+
+
+@pytest.mark.campaign
+def test_safe_acks_lose_nothing(tmp_path):
+    runs = _lost_write_runs(tmp_path, False)
+    assert sum(bool(r["anomalies"].get("lost-write")) for r in runs) == 0, runs
+    assert all(r["valid"] is True for r in runs), runs
