@@ -27,7 +27,7 @@ import click
 def percentile(sorted_values, q: float) -> float:
     if not sorted_values:
         return 0.0
-    i = min(len(sorted_values) - 1, max(0, int(round(q / 100.0 * (len(sorted_values) - 1)))))
+    i = min(len(sorted_values) - 1, max(0, round(q / 100.0 * (len(sorted_values) - 1))))
     return sorted_values[i]
 
 
@@ -77,6 +77,7 @@ def run_produce(bootstrap: str, topic: str, num_records: int, record_size: int, 
         else:
             latencies.append((clock() - sent_at) * 1000.0)
 
+    cpu0 = time.process_time()  # every thread of this process: librdkafka's too
     start = clock()
     deadline = start + timeout_s
     sent = 0
@@ -112,6 +113,7 @@ def run_produce(bootstrap: str, topic: str, num_records: int, record_size: int, 
         "errors": len(errors), "first_error": errors[0] if errors else None,
         "unacknowledged": left, "timed_out": sent < num_records or left > 0,
         "elapsed_s": elapsed, "record_size": record_size,
+        "client_cpu_cores": (time.process_time() - cpu0) / elapsed if elapsed > 0 else 0.0,
         "records_per_s": acked / elapsed if elapsed > 0 else 0.0,
         "mb_per_s": acked * record_size / elapsed / 1e6 if elapsed > 0 else 0.0,
         "props": props,
@@ -130,6 +132,7 @@ def run_consume(bootstrap: str, topic: str, num_records: int, props: dict, timeo
     config.update(props)
     consumer = Consumer(config)
     clock = time.perf_counter
+    cpu0 = time.process_time()
     start = clock()
     deadline = start + timeout_s
     try:
@@ -179,6 +182,7 @@ def run_consume(bootstrap: str, topic: str, num_records: int, props: dict, timeo
     result = {
         "test": "consume", "topic": topic, "records": count, "bytes": nbytes, "errors": errors,
         "timed_out": count < num_records, "elapsed_s": elapsed, "fetch_elapsed_s": fetch_elapsed,
+        "client_cpu_cores": (time.process_time() - cpu0) / elapsed if elapsed > 0 else 0.0,
         "records_per_s": count / elapsed if elapsed > 0 else 0.0,
         "mb_per_s": nbytes / elapsed / 1e6 if elapsed > 0 else 0.0,
         "fetch_records_per_s": count / fetch_elapsed if fetch_elapsed > 0 else 0.0,
