@@ -110,7 +110,9 @@ def cluster_command(controllers, brokers, data_dir, first_port, host, overrides)
     cluster = LocalCluster(base, controllers=controllers, brokers=brokers, host=host,
                            first_broker_port=first_port or None, overrides=extra)
     stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    # SIGINT too, explicitly: a shell that starts us in the background ignores it for us.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.append(1))
     try:
         cluster.format()
         cluster.start_all()
