@@ -4,7 +4,8 @@ the broker's header-only hot path.
 Modules: ``header`` (the fixed v2 header, patched in place), ``payload`` (validate and
 assign offsets to a produce payload), ``record`` and ``batch`` (decoded records and
 batches, builders), ``control`` (transaction markers, KRaft control records), ``legacy``
-(magic 0/1 message sets), ``compression`` (gzip, snappy, lz4, zstd), ``varint``.
+(magic 0/1 message sets), ``compression`` (gzip, snappy, lz4, zstd), ``varint``, ``keys``
+(find a record without a key, for compacted topics).
 """
 
 from kraft.records.batch import (
@@ -47,6 +48,7 @@ from kraft.records.errors import (
     UnsupportedCodecError,
 )
 from kraft.records.header import BatchHeader, iter_batches, parse_header, peek_size, verify_crc
+from kraft.records.keys import find_null_key, has_null_key
 from kraft.records.legacy import (
     LegacyBatch,
     decode_all,
@@ -73,6 +75,7 @@ __all__ = [
     "LegacyBatch", "read_legacy", "decode_message_set", "decode_all", "peek_magic",
     "legacy_to_batch",
     "BatchHeader", "parse_header", "peek_size", "verify_crc", "iter_batches",
+    "find_null_key", "has_null_key",
     "PayloadSummary", "validate_payload", "count_records", "assign_offsets", "set_log_append_time",
     "CorruptRecordError", "TruncatedBatchError", "InvalidRecordError", "CompressionError",
     "UnsupportedCodecError", "DecompressionLimitError",
