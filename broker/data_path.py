@@ -2,7 +2,7 @@
 
 Record batches travel as bytes: a produce payload is validated by its headers and CRCs,
 offsets are assigned by patching the headers in place, and a fetch returns log bytes.
-No record is decoded here.
+No record is decoded here, except that a compacted topic's records are checked for keys.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from kraft import clock
 from kraft.log import OffsetOutOfRangeError
 from kraft.log.errors import LogError, RecordTooLargeError
 from kraft.protocol.error_codes import ErrorCode
-from kraft.records import CorruptRecordError, validate_payload
+from kraft.records import CorruptRecordError, find_null_key, validate_payload
 from kraft.records.header import iter_batches
 
 log = logging.getLogger(__name__)
@@ -82,10 +82,16 @@ class DataPath:
         buf = bytearray(records)
         try:
             summary = validate_payload(buf)
+            keyless = find_null_key(buf) if partition.log.config.compact else None
         except CorruptRecordError as exc:
             log.info("%s: rejected produce payload: %s", partition.name, exc)
             result["error_code"] = ErrorCode.CORRUPT_MESSAGE
             result["error_message"] = str(exc)[:200]
+            return result, None
+        if keyless is not None:  # as Kafka: a compacted topic's records need keys
+            message = f"Compacted topic cannot accept message without key in topic partition {partition.name}."
+            result.update(error_code=ErrorCode.INVALID_RECORD, error_message=message,
+                          record_errors=[{"batch_index": keyless, "batch_index_error_message": message}])
             return result, None
         max_bytes = partition.log.config.max_message_bytes
         if any(h.size > max_bytes for h in summary.headers):
