@@ -3,9 +3,12 @@
 import os
 import time
 
+from kraft.client import NodeUnavailable
+
 from cluster_helpers import active_controller, describe_quorum, fast_overrides, request, wait_until
 
 ELECTION_TIMEOUT_MS = 500
+FETCH_TIMEOUT_MS = 1000
 
 
 def test_leader_sigkill_elects_a_new_leader_and_the_old_one_catches_up(make_cluster):
@@ -26,14 +29,29 @@ def test_leader_sigkill_elects_a_new_leader_and_the_old_one_catches_up(make_clus
                      what="a new leader")
     elected_after_s = time.monotonic() - killed_at
     assert new[0] != leader and new[1] > epoch
-    create["topics"][0]["name"] = "after"
-    wait_until(lambda: request(broker.host, broker.broker_port, "CreateTopics", 7, create)["topics"][0]["error_code"] == 0,
-               timeout_s=10, what="commits under the new leader")
+    # Committing: the new leader's high watermark moves past its LeaderChange record (the
+    # active controller appends a NoOpRecord every metadata.max.idle.interval.ms as well).
+    start_hw = describe_quorum(cluster, new[0])["high_watermark"]
+    wait_until(lambda: (describe_quorum(cluster, new[0]) or {}).get("high_watermark", -1) > start_hw,
+               timeout_s=10, interval_s=0.02, what="the new leader to commit")
     committing_after_s = time.monotonic() - killed_at
-    # New leader elected and committing within 2x the election timeout (plus detection:
-    # followers notice a dead leader after controller.quorum.fetch.timeout.ms).
-    print(f"elected after {elected_after_s:.2f}s, committing after {committing_after_s:.2f}s")
-    assert elected_after_s < (1000 + 2 * ELECTION_TIMEOUT_MS) / 1000 + 1.0
+    # The followers notice a dead leader after controller.quorum.fetch.timeout.ms; from
+    # there a new leader is elected and committing within 2x the election timeout.
+    print(f"elected after {elected_after_s:.2f}s, committing after {committing_after_s:.2f}s "
+          f"(fetch timeout {FETCH_TIMEOUT_MS} ms, election timeout {ELECTION_TIMEOUT_MS} ms)")
+    assert committing_after_s < (FETCH_TIMEOUT_MS + 2 * ELECTION_TIMEOUT_MS) / 1000 + 0.5
+
+    # Brokers forward to the new controller: topic creation keeps working.
+    create["topics"][0]["name"] = "after"
+
+    def created():
+        try:
+            resp = request(broker.host, broker.broker_port, "CreateTopics", 7, create, timeout_s=12)
+        except NodeUnavailable:
+            return False
+        return resp["topics"][0]["error_code"] in (0, 36)
+
+    wait_until(created, timeout_s=30, what="topic creation through the broker")
 
     # The old leader rejoins as a follower and catches up: all logs agree.
     cluster.start(leader)
