@@ -191,21 +191,24 @@ class LocalCluster:
             return node.process.wait()
 
     def stop_all(self, timeout_s: float = 30.0) -> None:
-        # Brokers first, so they can hand leadership over while controllers still run.
-        order = sorted(self.nodes.values(), key=lambda n: (n.is_controller, n.node_id))
-        for node in order:
-            if node.running:
-                node.process.send_signal(signal.SIGCONT)
-                node.process.terminate()
+        """SIGTERM every node, broker-only nodes first: their controlled shutdowns need the
+        controllers, which stop (together) once the brokers are gone."""
         deadline = time.monotonic() + timeout_s
-        for node in order:
-            if node.process is None:
-                continue
-            try:
-                node.process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                node.process.kill()
-                node.process.wait()
+        brokers = [n for n in self.nodes.values() if not n.is_controller]
+        controllers = [n for n in self.nodes.values() if n.is_controller]
+        for group in (brokers, controllers):
+            for node in group:
+                if node.running:
+                    node.process.send_signal(signal.SIGCONT)  # a paused node cannot exit
+                    node.process.terminate()
+            for node in group:
+                if node.process is None:
+                    continue
+                try:
+                    node.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    node.process.kill()
+                    node.process.wait()
 
     def __enter__(self) -> "LocalCluster":
         return self
