@@ -71,7 +71,7 @@ def _csv(ctx, param, value):
 
 def _test_options(f):
     """The options shared by ``test`` and ``campaign``."""
-    from jepsen.nemesis import FAULTS
+    from jepsen.nemesis import DEFAULT_INTERVAL_S, FAULTS
     from jepsen.runner import ENGINES
     from jepsen.workloads import CLIENTS, WORKLOADS
 
@@ -100,8 +100,8 @@ def _test_options(f):
                      type=click.Path(file_okay=False)),
         click.option("--no-spark", is_flag=True, help="Check in-process, without Spark."),
         click.option("--spark-master", default="local[*]", show_default=True),
-        click.option("--interval", type=float, default=5.0, show_default=True,
-                     help="Mean seconds between nemesis ops."),
+        click.option("--interval", type=float, default=DEFAULT_INTERVAL_S, show_default=True,
+                     help="Mean seconds between nemesis ops (as Jepsen's default)."),
         click.option("--recovery", type=float, default=5.0, show_default=True,
                      help="Seconds after the final heal before the drain."),
         click.option("--kill-targets", callback=_csv, default=None,

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from jepsen.history import INFO, INVOKE, OK, JsonlWriter, Op, write_parquet
+from jepsen.nemesis._schedule import DEFAULT_INTERVAL_S
 
 log = logging.getLogger("jepsen.runner")
 
@@ -87,7 +88,7 @@ class TestOptions:
     name: str | None = None
     spark: bool = True
     spark_master: str = "local[*]"
-    nemesis_interval_s: float = 5.0
+    nemesis_interval_s: float = DEFAULT_INTERVAL_S  # Jepsen's default: 10 s
     recovery_s: float = 5.0
     drain_timeout_s: float = 30.0
     startup_timeout_s: float = 60.0
