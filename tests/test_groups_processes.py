@@ -28,7 +28,7 @@ def produce(bootstrap, start, count):
 
 
 def coordinator_of(cluster, group):
-    b = cluster.brokers[0]
+    b = next(b for b in cluster.brokers if b.running)  # not the coordinator a test killed
     resp = request(b.host, b.broker_port, "FindCoordinator", 4,
                    {"key_type": 0, "coordinator_keys": [group]})
     c = resp["coordinators"][0]
