@@ -14,6 +14,7 @@ from kraft.protocol import codec, rpc
 from kraft.protocol.error_codes import ErrorCode
 from kraft.protocol.schema import Versions
 from kraft.server_config import ServerConfig
+from metadata.controller.topics import INTERNAL_TOPICS
 from metadata.image import ConfigResourceType
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,6 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "DescribeQuorum": (0, 2),
 }
 FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "DescribeQuorum"}
-INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state"}
 PRODUCER_ID_BLOCK = 1000
 
 
@@ -153,6 +153,10 @@ class BrokerApi:
                 "topics": topics, "cluster_authorized_operations": -2147483648}
 
     def _auto_create(self, name: str) -> None:
+        if name in INTERNAL_TOPICS:  # never as a plain topic: Kafka gives them their settings
+            if name == "__consumer_offsets" and self.coordinators is not None:
+                self.coordinators.create_offsets_topic()
+            return
         if name in self._auto_creating:
             return
         self._auto_creating.add(name)

@@ -9,6 +9,7 @@ import sys
 import click
 
 from cli.admin_client import AdminClient, AdminError, error_name
+from metadata.controller.topics import INTERNAL_TOPICS
 
 TOPIC_RESOURCE = 2
 
@@ -156,6 +157,8 @@ def _describe(admin, topic, under_replicated, exclude_internal, if_exists, outpu
 
 def _delete(admin, topic, if_exists, output):
     _need_topic(topic)
+    if topic in INTERNAL_TOPICS:  # kafka-topics.sh refuses too: groups would lose their offsets
+        fail(f"topic {topic} is a kafka internal topic and is not allowed to be marked for deletion")
     resp = admin.call("DeleteTopics", {"topic_names": [topic], "topics": [{"name": topic}],
                                        "timeout_ms": 30000})
     result = resp["responses"][0]

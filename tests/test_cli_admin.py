@@ -55,7 +55,9 @@ def test_topics_configs_and_quorum_commands(make_cluster):
     assert missing.returncode == 1 and "does not exist" in missing.stderr
     unreachable = kraftctl("topics", "--bootstrap-server", "127.0.0.1:1", "--list")
     assert unreachable.returncode == 1 and "no broker reachable" in unreachable.stderr
-    for result in (again, bad, invalid, shrink, missing, unreachable):
+    internal = kraftctl("topics", bs, "--delete", "--topic", "__consumer_offsets")
+    assert internal.returncode == 1 and "internal topic" in internal.stderr
+    for result in (again, bad, invalid, shrink, missing, unreachable, internal):
         assert "Traceback" not in result.stderr
     cluster.stop_all()
 

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 METADATA_TOPIC = "__cluster_metadata"
+# Topics the brokers create and own (Kafka's Topic.INTERNAL_TOPICS).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 METADATA_TOPIC_ID = uuid.UUID(int=1)
 CONFIG_SOURCE_DYNAMIC_TOPIC = 1
 
