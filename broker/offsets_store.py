@@ -98,7 +98,7 @@ class CoordinatorLocator:
         image = self.replicas.image
         topic = image.topic(OFFSETS_TOPIC)
         if topic is None:
-            self._create_offsets_topic()
+            self.create_offsets_topic()
             out["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
             return out
         reg = topic.partitions.get(self.partition_for(key))
@@ -110,7 +110,9 @@ class CoordinatorLocator:
         out.update(node_id=broker.id, host=endpoint.host, port=endpoint.port)
         return out
 
-    def _create_offsets_topic(self) -> None:
+    def create_offsets_topic(self) -> None:
+        """Ask the controller for ``__consumer_offsets`` as Kafka makes it: compacted, with the
+        ``offsets.topic.*`` partition count and replication factor."""
         if self._creating:
             return
         self._creating = True
