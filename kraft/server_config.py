@@ -73,6 +73,7 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("log.flush.interval.ms", "int", None),
     _K("log.cleanup.policy", "list", ["delete"]),
     _K("log.cleaner.enable", "bool", True),
+    _K("log.cleaner.backoff.ms", "int", 15000, validate=_at_least(0)),
     # Replication
     _K("replica.lag.time.max.ms", "int", 30000, validate=_at_least(1)),
     _K("replica.fetch.max.bytes", "int", 1048576, validate=_at_least(0)),

@@ -76,3 +76,13 @@ def test_broker_only_node_must_not_listen_on_controller_listener():
         ServerConfig.from_properties(props)
     props["listeners"] = "PLAINTEXT://127.0.0.1:9092"
     assert ServerConfig.from_properties(props).is_controller is False
+
+
+def test_log_cleaner_keys():
+    c = ServerConfig.from_properties(COMBINED)
+    assert c["log.cleaner.enable"] is True and c["log.cleaner.backoff.ms"] == 15000
+    c = ServerConfig.from_properties(dict(COMBINED, **{"log.cleaner.backoff.ms": "200",
+                                                       "log.cleaner.enable": "false"}))
+    assert c["log.cleaner.enable"] is False and c["log.cleaner.backoff.ms"] == 200
+    with pytest.raises(ConfigError, match="log.cleaner.backoff.ms: '-1' must be at least 0"):
+        ServerConfig.from_properties(dict(COMBINED, **{"log.cleaner.backoff.ms": "-1"}))

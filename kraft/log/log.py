@@ -173,6 +173,11 @@ class Log:
         return tuple(self._segments)
 
     @property
+    def closed(self) -> bool:
+        """``close`` or ``abandon`` was called: the log may no longer be used."""
+        return self._closed
+
+    @property
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 
