@@ -17,6 +17,7 @@ from broker.partition_state import PartitionState
 from broker.partition_state_types import ProduceCompletion
 from broker.producer_state import ProducerStateManager
 from kraft.log import Log
+from kraft.log.cleaner import LogCleaner
 from kraft.protocol.error_codes import ErrorCode
 from kraft.records.header import iter_batches
 
@@ -27,11 +28,14 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 class Partition:
     def __init__(self, topic: str, index: int, topic_id, plog: Log, broker_id: int, *,
-                 high_watermark: int = 0, unsafe_ack_before_replication: bool = False):
+                 high_watermark: int = 0, unsafe_ack_before_replication: bool = False,
+                 cleaner: LogCleaner | None = None):
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
         self.log = plog
+        self.cleaner = cleaner  # told of truncations: its checkpoint must not pass the log end
+        self.truncations = 0  # the log cleaner discards a plan made before a truncation
         self._epoch_path = Path(plog.dir) / LEADER_EPOCH_CHECKPOINT
         cache = LeaderEpochCache.read_checkpoint(self._epoch_path)
         cache.truncate_from_end(plog.log_end_offset)  # entries past a recovered log end
@@ -111,6 +115,7 @@ class Partition:
         if offset < self.log.log_end_offset:
             log.info("%s: truncating from %d to %d", self.name, self.log.log_end_offset, offset)
             self.log.truncate_to(offset)
+            self._truncated()
             self.producers.truncate_and_reload(h for h, _ in self.log.iter_batches())
         self.state.on_truncated(offset)
         self.checkpoint_epochs()
@@ -118,8 +123,14 @@ class Partition:
     def restart_at(self, offset: int) -> None:
         """Our log ends before the leader's start: drop it and start over at ``offset``."""
         self.log.truncate_fully_and_start_at(offset)
+        self._truncated()
         self.producers.truncate_and_reload(())
         self.checkpoint_epochs()
+
+    def _truncated(self) -> None:
+        self.truncations += 1
+        if self.cleaner is not None:
+            self.cleaner.truncated(self.log, self.log.log_end_offset)
 
     def close(self) -> None:
         self.complete(self.state.become_offline().completed)

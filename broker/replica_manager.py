@@ -5,11 +5,23 @@
 its epochs and ISR; partitions that left this broker are closed and their logs deleted.
 Followers are handed to the replica fetcher; leaders serve Produce and Fetch
 (``broker/data_path.py``).  A background task shrinks ISRs, times out acks=all waiters and
-checkpoints high watermarks.
+checkpoints high watermarks.  Topic config changes in the image reach the open logs
+(``Log.update_config``).
+
+Log compaction (``run_cleaner``): every ``log.cleaner.backoff.ms`` each hosted replica,
+leader or follower, whose ``cleanup.policy`` includes ``compact`` is cleaned below its high
+watermark by the broker's one ``LogCleaner``.  The long half (``prepare``: measuring, the
+key map, writing the ``.cleaned`` segments) runs in a worker thread and only reads the
+segment files; the log keeps taking appends on the trio thread meanwhile.  The swap
+(``commit``) runs on the trio thread, where every other change to the log happens, and is
+skipped when the replica was replaced or closed, or its log was truncated, while the plan
+was being made; ``commit`` itself discards a plan whose segments retention or truncation
+removed or changed.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
@@ -19,6 +31,8 @@ from broker.partition import Partition
 from broker.partition_state_types import IsrProposal
 from kraft import clock
 from kraft.log import LogConfig, LogDir, OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT
+from kraft.log.cleaner import LogCleaner
+from kraft.log.errors import LogConfigError
 from kraft.server_config import ServerConfig
 from metadata.image import ConfigResourceType, MetadataImage
 
@@ -28,6 +42,7 @@ log = logging.getLogger(__name__)
 def log_config_for(config: ServerConfig, topic_configs) -> LogConfig:
     """A topic's LogConfig: broker defaults (``log.*``) overridden by topic configs."""
     props = {
+        "cleanup.policy": ",".join(config["log.cleanup.policy"]),
         "segment.bytes": str(config["log.segment.bytes"]),
         "segment.ms": str(config.segment_ms),
         "retention.ms": str(config.retention_ms),
@@ -63,6 +78,8 @@ class ReplicaManager:
         # (topic, partition, is_leader) callbacks: the group coordinator follows the
         # leadership of __consumer_offsets partitions.
         self.leadership_listeners: list = []
+        self.cleaner = LogCleaner()
+        self._uncleanable: dict[tuple[str, int], Partition] = {}  # a pass failed: skipped
 
     # -- lookups ----------------------------------------------------------------------
 
@@ -109,17 +126,47 @@ class ReplicaManager:
                 self._apply(partition, reg, now)
         for key in [k for k in self.partitions if k not in wanted]:
             self._remove(key)
+        if image.configs is not previous.configs:
+            self._update_log_configs(previous, image)
         self.followers_changed.set()
         self.followers_changed = trio.Event()
 
     def _open(self, topic: str, index: int, topic_id) -> Partition:
-        config = log_config_for(self.config, self.topic_config(topic))
+        config = self._log_config(topic)
         plog = self.log_dir.get_or_create((topic, index), config)
+        if plog.config != config:  # a log found on disk at startup opened with defaults
+            plog.update_config(config)
         hw = self._checkpointed_hw.get((topic, index), 0)
         partition = Partition(topic, index, topic_id, plog, self.broker_id,
-                              high_watermark=hw, unsafe_ack_before_replication=self.unsafe_ack)
+                              high_watermark=hw, unsafe_ack_before_replication=self.unsafe_ack,
+                              cleaner=self.cleaner)
         self.partitions[(topic, index)] = partition
         return partition
+
+    def _log_config(self, topic: str, fallback: LogConfig | None = None) -> LogConfig:
+        """The topic's LogConfig from the image; ``fallback`` (or the broker defaults) if
+        the image holds a value the log refuses (the controller's checks are looser)."""
+        try:
+            return log_config_for(self.config, self.topic_config(topic))
+        except LogConfigError as exc:
+            log.warning("topic %s: unusable configuration (%s); keeping %s", topic, exc,
+                        "the previous one" if fallback is not None else "the broker defaults")
+            return fallback if fallback is not None else log_config_for(self.config, {})
+
+    def _update_log_configs(self, previous: MetadataImage, image: MetadataImage) -> None:
+        """Hand changed topic configs (IncrementalAlterConfigs) to the open logs."""
+        changed: dict[str, LogConfig | None] = {}
+        for (topic, index), partition in self.partitions.items():
+            if topic not in changed:
+                old = previous.config(ConfigResourceType.TOPIC, topic)
+                changed[topic] = None
+                if old != image.config(ConfigResourceType.TOPIC, topic):
+                    changed[topic] = self._log_config(topic, partition.log.config)
+            config = changed[topic]
+            if config is not None and config != partition.log.config:
+                log.info("%s: log configuration changed: %s", partition.name, _config_diff(
+                    partition.log.config, config))
+                partition.log.update_config(config)
 
     def _apply(self, partition: Partition, reg, now: int) -> None:
         st = partition.state
@@ -147,6 +194,8 @@ class ReplicaManager:
         partition.close()
         for listener in self.leadership_listeners:
             listener(partition.topic, partition.index, False)
+        self.cleaner.forget(partition.log)
+        self._uncleanable.pop(key, None)
         self.log_dir.delete(key)
         log.info("%s: replica removed and its log deleted", partition.name)
 
@@ -181,6 +230,69 @@ class ReplicaManager:
                         partition.log.apply_retention(upper_bound_offset=partition.state.high_watermark)
                         partition.state.on_log_start_offset(partition.log.log_start_offset)
 
+    async def run_cleaner(self) -> None:
+        """Log compaction (see the module doc): a round every ``log.cleaner.backoff.ms``,
+        unless ``log.cleaner.enable`` is false."""
+        if not self.config["log.cleaner.enable"]:
+            return
+        backoff_s = self.config["log.cleaner.backoff.ms"] / 1000
+        while True:
+            await trio.sleep(backoff_s)
+            await self.clean_logs()
+
+    async def clean_logs(self) -> int:
+        """One cleaner round over the hosted compacted replicas; returns how many logs it
+        compacted."""
+        cleaned = 0
+        for key, partition in list(self.partitions.items()):
+            if await self._clean(key, partition):
+                cleaned += 1
+        return cleaned
+
+    def _current(self, key, partition: Partition) -> bool:
+        return self.partitions.get(key) is partition and not partition.log.closed
+
+    async def _clean(self, key, partition: Partition) -> bool:
+        plog = partition.log
+        st = partition.state
+        if (not self._current(key, partition) or not plog.config.compact or len(plog.segments) < 2
+                or not (st.is_leader or st.role.value == "follower")
+                or self._uncleanable.get(key) is partition):
+            return False
+        truncations = partition.truncations
+        # prepare decides too: it returns None unless needs_cleaning(...) holds.
+        prepare = functools.partial(self.cleaner.prepare, plog, clock.wall_ms(),
+                                    upper_bound_offset=st.high_watermark)
+        try:
+            plan = await trio.to_thread.run_sync(prepare)
+        except Exception:  # noqa: BLE001 - a bad log must not stop the cleaner
+            if self._current(key, partition):
+                log.exception("%s: log cleaning failed; this replica is not cleaned again until "
+                              "it is reopened", partition.name)
+                self._uncleanable[key] = partition
+            return False
+        if plan is None:
+            return False
+        # Nothing awaits from here to the end of commit: no append or truncation between.
+        if (not self._current(key, partition) or partition.truncations != truncations
+                or not plog.config.compact):  # replaced, closed, truncated or altered meanwhile
+            self.cleaner.discard(plan)
+            return False
+        try:
+            result = self.cleaner.commit(plan)
+        except Exception:  # noqa: BLE001
+            log.exception("%s: swapping in cleaned segments failed; this replica is not cleaned "
+                          "again until it is reopened", partition.name)
+            self._uncleanable[key] = partition
+            return False
+        if result is None:
+            return False
+        log.info("%s: cleaned offsets %d..%d: %d segments (%d bytes) -> %d (%d bytes), %d records "
+                 "and %d tombstones removed, %d keys", partition.name, result.first_dirty_offset,
+                 result.end_offset, result.segments_in, result.bytes_in, result.segments_out,
+                 result.bytes_out, result.records_removed, result.tombstones_removed, result.keys)
+        return True
+
     def checkpoint_high_watermarks(self) -> None:
         hws = {key: p.state.high_watermark for key, p in self.partitions.items()}
         self._hw_checkpoint.write(hws)
@@ -192,3 +304,8 @@ class ReplicaManager:
             partition.checkpoint_epochs()
             partition.close()
         self.log_dir.close()
+
+
+def _config_diff(old: LogConfig, new: LogConfig) -> str:
+    before, after = old.to_properties(), new.to_properties()
+    return ", ".join(f"{k}={after[k]}" for k in sorted(after) if before.get(k) != after[k]) or "none"

@@ -175,6 +175,7 @@ class Node:
         nursery.start_soon(self.lifecycle.run)
         nursery.start_soon(self._publish_when_caught_up)
         nursery.start_soon(self.replicas.run_maintenance)
+        nursery.start_soon(self.replicas.run_cleaner)
         nursery.start_soon(fetchers.run)
         nursery.start_soon(self._send_isr_proposals, channel)
 
