@@ -11,6 +11,7 @@ import logging
 
 import trio
 
+from broker.network import Deferred
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
 from kraft import clock
@@ -33,10 +34,14 @@ class DataPath:
 
     # ------------------------------------------------------------------- produce
 
-    async def produce(self, body: dict, version: int) -> dict | None:
+    async def produce(self, body: dict, version: int) -> dict | Deferred | None:
+        """Append every partition's batches now; the answer is ready at once unless an
+        acks=all append has to wait for the ISR, then it is a :class:`Deferred` that the
+        connection awaits in turn (so the next request is appended meanwhile)."""
         acks = body["acks"]
         timeout_ms = max(body["timeout_ms"], 0)
         deadline = clock.monotonic_ms() + timeout_ms
+        wait_until = trio.current_time() + timeout_ms / 1000 + 0.1
         results = {}  # (topic, index) -> response partition dict
         waits = []  # (key, partition, waiter slot, waiter id)
         for topic in body["topic_data"]:
@@ -48,8 +53,11 @@ class DataPath:
                     waits.append((key,) + wait)
         if acks == 0:
             return None
-        if waits:
-            with trio.move_on_after(timeout_ms / 1000 + 0.1):
+        if not waits:
+            return _produce_response(results)
+
+        async def replicated() -> dict:
+            with trio.move_on_at(wait_until):
                 for key, partition, slot, wid in waits:
                     await slot[0].wait()
             for key, partition, slot, wid in waits:
@@ -57,10 +65,9 @@ class DataPath:
                 error = slot[1] if slot[1] is not None else ErrorCode.REQUEST_TIMED_OUT
                 if error != ErrorCode.NONE:
                     results[key]["error_code"] = int(error)
-        responses = {}
-        for (name, index), result in results.items():
-            responses.setdefault(name, []).append(dict(result, index=index))
-        return {"responses": [{"name": n, "partition_responses": ps} for n, ps in responses.items()]}
+            return _produce_response(results)
+
+        return Deferred(replicated)
 
     def _produce_partition(self, key, records, acks: int, deadline: int):
         result = {"error_code": 0, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
@@ -312,6 +319,13 @@ class DataPath:
                 parts.append(out)
             topics.append({"topic": topic["topic"], "partitions": parts})
         return {"topics": topics}
+
+
+def _produce_response(results: dict) -> dict:
+    responses = {}
+    for (name, index), result in results.items():
+        responses.setdefault(name, []).append(dict(result, index=index))
+    return {"responses": [{"name": n, "partition_responses": ps} for n, ps in responses.items()]}
 
 
 async def _first_of(events: list[trio.Event]) -> None:

@@ -1,0 +1,116 @@
+"""The connection shell (broker.network): pipelined requests, in-order answers, failures that
+cost one connection and never the listener."""
+
+import functools
+import socket
+
+import trio
+import trio.testing
+
+from broker.network import PIPELINE_DEPTH, Deferred, KafkaConnection, serve_kafka
+from kraft.protocol import rpc
+from kraft.protocol.framing import FrameDecoder
+
+
+def api_versions_request(correlation_id: int) -> bytes:
+    return rpc.encode_request("ApiVersions", 0, correlation_id, {})
+
+
+async def read_correlation_ids(stream, count: int) -> list[int]:
+    decoder, ids = FrameDecoder(), []
+    while len(ids) < count:
+        data = await stream.receive_some(65536)
+        assert data, "connection closed early"
+        decoder.receive_data(data)
+        while (payload := decoder.next_frame()) is not None:
+            ids.append(rpc.decode_response("ApiVersions", 0, payload)[0])
+    return ids
+
+
+async def test_a_waiting_response_lets_later_requests_run_and_answers_stay_in_order():
+    gate = trio.Event()
+    handled = []
+
+    async def handler(request):
+        cid = request.header.correlation_id
+        handled.append(cid)
+        if cid == 1:  # an acks=all produce waiting for its followers
+            async def finish():
+                await gate.wait()
+                return {"api_keys": []}
+            return Deferred(finish)
+        return {"api_keys": []}
+
+    client, server = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(KafkaConnection(server, handler).serve)
+        await client.send_all(api_versions_request(1) + api_versions_request(2) + api_versions_request(3))
+        await trio.testing.wait_all_tasks_blocked()
+        assert handled == [1, 2, 3]  # the reader did not wait for request 1's answer
+        with trio.move_on_after(0.05):
+            assert not await client.receive_some(1), "an answer overtook request 1's"
+        gate.set()
+        assert await read_correlation_ids(client, 3) == [1, 2, 3]
+        await client.aclose()
+
+
+async def test_at_most_pipeline_depth_answers_wait():
+    handled = []
+    gate = trio.Event()
+
+    async def handler(request):
+        handled.append(request.header.correlation_id)
+
+        async def finish():
+            await gate.wait()
+            return {"api_keys": []}
+        return Deferred(finish)
+
+    client, server = trio.testing.memory_stream_pair()
+    total = PIPELINE_DEPTH + 10
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(KafkaConnection(server, handler).serve)
+        await client.send_all(b"".join(api_versions_request(i) for i in range(total)))
+        await trio.testing.wait_all_tasks_blocked()
+        # One being awaited by the writer, PIPELINE_DEPTH queued, one waiting to be queued.
+        assert len(handled) == PIPELINE_DEPTH + 2
+        gate.set()
+        assert await read_correlation_ids(client, total) == list(range(total))
+        await client.aclose()
+
+
+async def test_a_failing_handler_closes_its_connection_and_the_listener_serves_on():
+    async def handler(request):
+        if request.header.correlation_id == 13:
+            raise KeyError("a bug")
+        return {"api_keys": []}
+
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(functools.partial(serve_kafka, handler, "127.0.0.1", 0))
+
+        def talk():
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                s.sendall(api_versions_request(13))
+                closed = s.recv(10) == b""
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                s.sendall(api_versions_request(14))
+                answered = len(s.recv(100)) > 4
+            return closed, answered
+
+        closed, answered = await trio.to_thread.run_sync(talk)
+        nursery.cancel_scope.cancel()
+    assert closed and answered
+
+
+async def test_a_failing_deferred_answer_closes_the_connection():
+    async def handler(request):
+        async def finish():
+            raise RuntimeError("a bug")
+        return Deferred(finish)
+
+    client, server = trio.testing.memory_stream_pair()
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(KafkaConnection(server, handler).serve)
+            await client.send_all(api_versions_request(1))
+            assert await client.receive_some(10) == b""
