@@ -24,7 +24,7 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "Produce": (3, 11), "Fetch": (4, 17), "ListOffsets": (1, 10), "Metadata": (0, 12),
     "OffsetForLeaderEpoch": (2, 4), "ApiVersions": (0, 4), "CreateTopics": (2, 7),
     "DeleteTopics": (1, 6), "CreatePartitions": (0, 3), "DescribeConfigs": (1, 4),
-    "IncrementalAlterConfigs": (0, 1), "InitProducerId": (0, 5), "DescribeCluster": (0, 1),
+    "AlterConfigs": (0, 2), "IncrementalAlterConfigs": (0, 1), "InitProducerId": (0, 5), "DescribeCluster": (0, 1),
     "DescribeQuorum": (0, 2),
 }
 FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "DescribeQuorum"}
@@ -77,6 +77,8 @@ class BrokerApi:
             return await self.forward(api, version, body)
         if api == "DescribeConfigs":
             return self.describe_configs(body)
+        if api == "AlterConfigs":
+            return await self.alter_configs(body)
         if api == "DescribeCluster":
             return self.describe_cluster()
         if api == "InitProducerId":
@@ -191,6 +193,22 @@ class BrokerApi:
         for res in body["resources"]:
             results.append(describe_resource(self.config, self.metadata.image, res))
         return {"results": results}
+
+    async def alter_configs(self, body: dict) -> dict:
+        """The legacy AlterConfigs (kafka-python's ``alter_configs``): the request names a
+        resource's whole dynamic config, so keys it leaves out are deleted.  Sent to the
+        controller as the IncrementalAlterConfigs that does exactly that."""
+        resources = []
+        for res in body["resources"]:
+            given = {c["name"]: c["value"] for c in res["configs"]}
+            current = self.metadata.image.config(res["resource_type"], res["resource_name"])
+            ops = [{"name": k, "config_operation": 0, "value": v} for k, v in given.items()]
+            ops += [{"name": k, "config_operation": 1, "value": None} for k in sorted(current) if k not in given]
+            resources.append({"resource_type": res["resource_type"], "resource_name": res["resource_name"],
+                              "configs": ops})
+        answer = await self.forward("IncrementalAlterConfigs", 0, {
+            "resources": resources, "validate_only": body["validate_only"]})
+        return {"throttle_time_ms": 0, "responses": answer["responses"]}
 
     # ------------------------------------------------------------------ forwarding
 

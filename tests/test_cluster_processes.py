@@ -49,6 +49,28 @@ def test_admin_clients_failover_and_fencing(cluster):
         return ok and all(v == views[0] for v in views) and all(v == views2[0] for v in views2)
 
     wait_until(agreed, what="all brokers to agree on the metadata")
+
+    # The legacy AlterConfigs (what kafka-python 2.x's alter_configs sends; 3.x with
+    # incremental=False) replaces a topic's whole dynamic config: a key left out is gone.
+    from confluent_kafka.admin import ConfigResource
+    from kafka.admin import ConfigResource as PyConfigResource, ConfigResourceType
+
+    def dynamic_configs():
+        resource = ConfigResource("topic", "payments")
+        entries = admin.describe_configs([resource])[resource].result(30)
+        return {k: e.value for k, e in entries.items() if e.source == 1}  # DYNAMIC_TOPIC_CONFIG
+
+    py_admin.alter_configs([PyConfigResource(ConfigResourceType.TOPIC, "payments", configs={
+        "retention.ms": "3600000", "max.message.bytes": "65536"})], incremental=False)
+    wait_until(lambda: dynamic_configs() == {"retention.ms": "3600000", "max.message.bytes": "65536"},
+               what="the altered configs")
+    host, port = cluster.bootstrap_servers.split(",")[0].split(":")
+    answer = request(host, int(port), "AlterConfigs", 1, {"validate_only": False, "resources": [{
+        "resource_type": 2, "resource_name": "payments",
+        "configs": [{"name": "retention.ms", "value": "7200000"}]}]}, timeout_s=30)
+    assert [r["error_code"] for r in answer["responses"]] == [0]
+    wait_until(lambda: dynamic_configs() == {"retention.ms": "7200000"}, what="the replaced configs")
+
     parts = partitions_of(metadata(cluster.brokers[0]), "orders")
     assert all(sorted(p["replica_nodes"]) == [4, 5, 6] and sorted(p["isr_nodes"]) == [4, 5, 6] for p in parts.values())
     assert sorted(p["leader_id"] for p in parts.values()) == [4, 4, 5, 5, 6, 6]  # leaders spread
