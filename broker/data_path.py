@@ -181,8 +181,10 @@ class DataPath:
 
     def _read_partition(self, name, p, replica_id, is_follower, max_bytes, now) -> dict:
         index = p["partition"]
+        # Records are an empty set, never null, even beside an error: librdkafka cannot
+        # parse a null MessageSet, so it would never see the error and refresh its metadata.
         resp = {"partition_index": index, "error_code": 0, "high_watermark": -1,
-                "last_stable_offset": -1, "log_start_offset": -1, "records": None,
+                "last_stable_offset": -1, "log_start_offset": -1, "records": b"",
                 "preferred_read_replica": -1, "aborted_transactions": None}
         partition = self.replicas.get(name, index) if name else None
         if partition is None:
