@@ -106,8 +106,12 @@ class DataPath:
             return result, None
         check = partition.producers.check_append(summary.headers)
         if check.verdict.name == "DUPLICATE":
+            # A retry of a batch we hold: answer with the original offsets, but only once
+            # the original is as replicated as acks asks.  (The first attempt may still be
+            # waiting for the ISR, or a partition may have cut this leader off: answering
+            # at once would acknowledge a write no follower has.)
             result.update(base_offset=check.first_offset, log_start_offset=partition.log.log_start_offset)
-            return result, None
+            return self._await_isr(result, partition, check.last_offset, acks, deadline, min_isr)
         if check.verdict.name != "NEW":
             result["error_code"] = int(check.error_code)
             result["error_message"] = check.message
@@ -123,9 +127,15 @@ class DataPath:
             return result, None
         partition.complete(completions)
         result.update(base_offset=first, log_start_offset=partition.log.log_start_offset)
+        return self._await_isr(result, partition, last, acks, deadline, min_isr)
+
+    @staticmethod
+    def _await_isr(result: dict, partition: Partition, last_offset: int, acks: int,
+                   deadline: int, min_isr: int):
+        """``result`` now for acks 0/1; for acks=all, a wait for the HW to pass ``last_offset``."""
         if acks != -1:
             return result, None
-        reg = st.register_produce_waiter(last + 1, deadline, min_isr)
+        reg = partition.state.register_produce_waiter(last_offset + 1, deadline, min_isr)
         if reg.completion is not None:
             if reg.completion.error != ErrorCode.NONE:
                 result["error_code"] = int(reg.completion.error)
