@@ -27,6 +27,7 @@ error is a ``fail``.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -146,6 +147,7 @@ class ConfluentQueue:
             "auto.offset.reset": "earliest", "log_level": 0, "socket.timeout.ms": ms,
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
             "fetch.wait.max.ms": 100, "topic.metadata.refresh.interval.ms": 1000,
+            **_librdkafka_debug(),
         })
         self.positions: dict[int, int] = {}
 
@@ -207,6 +209,13 @@ class ConfluentQueue:
         except Exception:  # noqa: BLE001 - a crashed client is closed best-effort
             pass
         self.producer.flush(0)
+
+
+def _librdkafka_debug() -> dict:
+    """``KRAFT_JEPSEN_RDKAFKA_DEBUG=fetch,consumer,...``: librdkafka's own debug log on
+    stderr, to see why a client did what the history shows."""
+    contexts = os.environ.get("KRAFT_JEPSEN_RDKAFKA_DEBUG")
+    return {"debug": contexts, "log_level": 7} if contexts else {}
 
 
 class ConfluentRegister:
