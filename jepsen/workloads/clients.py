@@ -170,10 +170,15 @@ class ConfluentQueue:
         return msg.offset()
 
     def assign(self, keys: list[int], from_start: bool = False) -> None:
-        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+        from confluent_kafka import TopicPartition
 
-        tps = [TopicPartition(self.topic, int(k),
-                              OFFSET_BEGINNING if from_start or k not in self.positions
+        # "From the beginning" is offset 0, not OFFSET_BEGINNING: librdkafka (2.x) re-arms
+        # its BEGINNING lookup timer when a quick re-assign makes a reply outdated, and the
+        # stale timer later fires under the next assignment and moves an explicit position
+        # back to the log start (seen with KRAFT_JEPSEN_RDKAFKA_DEBUG as "timed offset
+        # query for offset BEGINNING ... in state active", then a poll going 284 -> 0).
+        # A log start above 0 still works: OFFSET_OUT_OF_RANGE, then auto.offset.reset.
+        tps = [TopicPartition(self.topic, int(k), 0 if from_start or k not in self.positions
                               else self.positions[k]) for k in keys]
         self.consumer.assign(tps)
         self.positions = {k: v for k, v in self.positions.items() if k in keys}
