@@ -34,10 +34,12 @@ def test_leader_sigkill_elects_a_new_leader_and_the_old_one_catches_up(make_clus
                      what="a new leader")
     elected_after_s = time.monotonic() - killed_at
     assert new[0] != leader and new[1] > epoch
-    # Committing: the new leader's high watermark moves past its LeaderChange record (the
-    # active controller appends a NoOpRecord every metadata.max.idle.interval.ms as well).
-    start_hw = describe_quorum(cluster, new[0])["high_watermark"]
-    wait_until(lambda: (describe_quorum(cluster, new[0]) or {}).get("high_watermark", -1) > start_hw,
+    # Committing: the new leader's high watermark reaches its log end as first seen, which
+    # holds its LeaderChange record.  (Waiting for the HW to move past its first reading
+    # would wait for the next NoOpRecord when the LeaderChange had already committed.)
+    first = describe_quorum(cluster, new[0])
+    leader_end = next(v["log_end_offset"] for v in first["current_voters"] if v["replica_id"] == new[0])
+    wait_until(lambda: (describe_quorum(cluster, new[0]) or {}).get("high_watermark", -1) >= leader_end,
                timeout_s=10, interval_s=0.02, what="the new leader to commit")
     committing_after_s = time.monotonic() - killed_at
     # The followers notice a dead leader after controller.quorum.fetch.timeout.ms; from
