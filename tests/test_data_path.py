@@ -9,9 +9,9 @@ import trio
 from broker.data_path import DataPath
 from broker.network import Deferred
 from broker.replica_manager import ReplicaManager
+from broker_helpers import server_config
 from kraft.protocol.error_codes import ErrorCode
 from kraft.records import build_batch
-from kraft.server_config import ServerConfig
 from metadata.image import EMPTY_IMAGE, MetadataImage, PartitionRegistration, TopicImage, frozen_map
 
 TOPIC = "t"
@@ -21,10 +21,7 @@ LEADER, FOLLOWER = 1, 2
 
 @pytest.fixture
 def data_path(tmp_path):
-    props = {"process.roles": "broker", "node.id": str(LEADER), "controller.quorum.voters": "9@127.0.0.1:1",
-             "controller.listener.names": "CONTROLLER", "listeners": "PLAINTEXT://127.0.0.1:1",
-             "log.dirs": str(tmp_path / "data")}
-    replicas = ReplicaManager(LEADER, ServerConfig.from_properties(props))
+    replicas = ReplicaManager(LEADER, server_config(tmp_path, node_id=LEADER))
     reg = PartitionRegistration(replicas=(LEADER, FOLLOWER), isr=(LEADER, FOLLOWER), leader=LEADER,
                                 leader_epoch=0, partition_epoch=0)
     topic = TopicImage(TOPIC, TOPIC_ID, frozen_map({0: reg}))

@@ -16,6 +16,14 @@ def api_versions_request(correlation_id: int) -> bytes:
     return rpc.encode_request("ApiVersions", 0, correlation_id, {})
 
 
+def answer_after(gate: trio.Event) -> Deferred:
+    """An answer that waits for ``gate`` (as an acks=all produce waits for its followers)."""
+    async def finish():
+        await gate.wait()
+        return {"api_keys": []}
+    return Deferred(finish)
+
+
 async def read_correlation_ids(stream, count: int) -> list[int]:
     decoder, ids = FrameDecoder(), []
     while len(ids) < count:
@@ -34,11 +42,8 @@ async def test_a_waiting_response_lets_later_requests_run_and_answers_stay_in_or
     async def handler(request):
         cid = request.header.correlation_id
         handled.append(cid)
-        if cid == 1:  # an acks=all produce waiting for its followers
-            async def finish():
-                await gate.wait()
-                return {"api_keys": []}
-            return Deferred(finish)
+        if cid == 1:
+            return answer_after(gate)
         return {"api_keys": []}
 
     client, server = trio.testing.memory_stream_pair()
@@ -60,11 +65,7 @@ async def test_at_most_pipeline_depth_answers_wait():
 
     async def handler(request):
         handled.append(request.header.correlation_id)
-
-        async def finish():
-            await gate.wait()
-            return {"api_keys": []}
-        return Deferred(finish)
+        return answer_after(gate)
 
     client, server = trio.testing.memory_stream_pair()
     total = PIPELINE_DEPTH + 10

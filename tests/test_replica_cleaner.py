@@ -8,12 +8,12 @@ import pytest
 import trio
 
 from broker.data_path import DataPath
+from broker_helpers import server_config
 from broker.replica_manager import ReplicaManager
 from kraft.log.cleaner import CLEANER_OFFSET_CHECKPOINT
 from kraft.log.segment import CLEANED_SUFFIX
 from kraft.protocol.error_codes import ErrorCode
 from kraft.records import RecordBatch, build_batch
-from kraft.server_config import ServerConfig
 from metadata.image import (
     EMPTY_IMAGE,
     ConfigResourceType,
@@ -26,14 +26,6 @@ from metadata.image import (
 TOPIC = "t"
 TOPIC_ID = uuid.UUID(int=7)
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": "1000", "min.cleanable.dirty.ratio": "0.01"}
-
-
-def server_config(tmp_path, **extra):
-    props = {"process.roles": "broker", "node.id": "1", "controller.quorum.voters": "9@127.0.0.1:1",
-             "controller.listener.names": "CONTROLLER", "listeners": "PLAINTEXT://127.0.0.1:1",
-             "log.dirs": str(tmp_path / "data")}
-    props.update(extra)
-    return ServerConfig.from_properties(props)
 
 
 def image(configs, *, offset=1, topic=True):
