@@ -680,7 +680,10 @@ def run_seeds(seeds, jobs: int = 1, config_overrides: dict | None = None,
         return
     import multiprocessing
 
-    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+    # spawn, not fork: a worker must not inherit the caller's threads, locks or Python
+    # signal handlers.  Forked from a pytest process holding a Python SIGTERM handler,
+    # a worker once missed Pool.terminate()'s SIGTERM and the run hung in join().
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
         for result in pool.imap_unordered(_run_seed_quiet, work, chunksize=8):
             yield result
             if stop_on_failure and result[1] is not None:
