@@ -195,3 +195,30 @@ def test_cleanup_kills_nodes_orphaned_by_a_sigkilled_harness():
         assert time.monotonic() < deadline
         time.sleep(0.02)
     assert not (_system.RUN_DIR / run_id).exists()
+
+
+def test_a_forked_child_dies_of_sigterm_without_running_the_parents_teardown(tmp_path):
+    import signal
+
+    from jepsen.hosts._runs import forget_on_exit, on_exit
+
+    marker = tmp_path / "teardown-ran"
+
+    def teardown():
+        marker.write_text(str(os.getpid()))
+
+    on_exit(teardown)
+    try:
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            pytest.skip("another SIGTERM handler was installed first")
+        pid = os.fork()
+        if pid == 0:  # the child: wait for the parent's SIGTERM
+            time.sleep(30)
+            os._exit(0)
+        time.sleep(0.2)
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+        assert not marker.exists()
+    finally:
+        forget_on_exit(teardown)

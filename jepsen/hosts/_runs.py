@@ -57,9 +57,12 @@ def owner_alive(run: str) -> bool:
 
 _handlers: list[Callable[[], None]] = []
 _installed = False
+_owner_pid = 0  # the process whose teardown the handlers are
 
 
 def _run_handlers() -> None:
+    if os.getpid() != _owner_pid:  # a forked child: the teardown is its parent's business
+        return
     while _handlers:
         fn = _handlers.pop()
         try:
@@ -69,18 +72,24 @@ def _run_handlers() -> None:
 
 
 def _on_signal(signum, frame):
+    if os.getpid() != _owner_pid:
+        # A forked child inherited this handler: die of the signal as if it had none.
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
     _run_handlers()
     raise SystemExit(128 + signum)
 
 
 def on_exit(fn: Callable[[], None]) -> None:
     """Run ``fn`` at interpreter exit and on SIGTERM/SIGHUP (at most once)."""
-    global _installed
+    global _installed, _owner_pid
     if fn not in _handlers:
         _handlers.append(fn)
     if _installed:
         return
     _installed = True
+    _owner_pid = os.getpid()
     atexit.register(_run_handlers)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         try:
