@@ -8,6 +8,7 @@ data directory and log file; nothing is shared between nodes but the loopback ne
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -20,10 +21,35 @@ from kraft.properties import format_properties
 from kraft.storage import new_uuid_string
 
 
+_FIRST_PORT = 10000
+_PYSYNCOBJ_OFFSET = 1000  # the pysyncobj engine listens on the controller port + 1000
+
+
+def _ephemeral_low() -> int:
+    """Where the kernel's ephemeral ports (local ports of outgoing connections) begin."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A port nothing listens on now, for a node to bind a moment later.
+
+    Chosen below the ephemeral range: a port the kernel picks for ``bind(0)`` is an
+    ephemeral one, and in the second before the node binds it any outgoing connection on the
+    machine could take it as its local port (seen as a broker dying of EADDRINUSE)."""
+    rng = random.SystemRandom()
+    high = _ephemeral_low() - _PYSYNCOBJ_OFFSET - 1
+    for _ in range(1000):
+        port = rng.randint(_FIRST_PORT, high)
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {_FIRST_PORT}-{high} on {host}")
 
 
 @dataclass
