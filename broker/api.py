@@ -126,12 +126,18 @@ class BrokerApi:
                     name = found.name if found else None
                 names.append(name)
         topics = []
+        if version < 12 and None in names:
+            # Before v12 a request cannot name a topic by id, and the response cannot hold a
+            # null name (Kafka refuses such a request as invalid).
+            return {"brokers": brokers, "cluster_id": self.cluster_id, "controller_id": -1,
+                    "topics": [{"error_code": ErrorCode.INVALID_REQUEST, "name": name or "", "partitions": []}
+                               for name in names], "cluster_authorized_operations": -2147483648}
         auto_create = requested is not None and body.get("allow_auto_topic_creation", True) and \
             self.config["auto.create.topics.enable"]
         for name in names:
             topic = image.topic(name) if name is not None else None
             if topic is None:
-                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
                 if auto_create and name and _legal_topic_name(name):
                     self._auto_create(name)
                     error = ErrorCode.LEADER_NOT_AVAILABLE

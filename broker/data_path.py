@@ -293,7 +293,8 @@ class DataPath:
                 resp.update(offset=best.last_offset, timestamp=best.max_timestamp,
                             leader_epoch=best.partition_leader_epoch)
         else:
-            found = plog.offset_for_timestamp(ts)
+            # Any other negative value is a search like Kafka's: every record is at or after it.
+            found = plog.offset_for_timestamp(max(ts, 0))
             if found is not None and found.offset < st.high_watermark:
                 offset = found.offset
                 timestamp = found.max_timestamp

@@ -18,6 +18,8 @@ from broker.group_records import OffsetValue, group_record, offset_record
 from broker.group_state import CONSUMER_PROTOCOL_TYPE, Group, GroupState
 from kraft.protocol.error_codes import ErrorCode
 
+INT64_MAX = 2**63 - 1
+
 if TYPE_CHECKING:  # the mixin is only ever used as part of GroupCoordinator
     from broker.group_coordinator import GroupCoordinator
 
@@ -147,7 +149,8 @@ class GroupAdminMixin:
         if member_id in group.members:
             group.members[member_id].last_heartbeat_ms = now_ms
         retention_ms = body.get("retention_time_ms", -1) if 2 <= version <= 4 else -1
-        expire = now_ms + retention_ms if retention_ms is not None and retention_ms >= 0 else -1
+        # An int64 on the wire and in the record: a retention reaching past its end is forever.
+        expire = min(now_ms + retention_ms, INT64_MAX) if retention_ms is not None and retention_ms >= 0 else -1
         limit = self.config.offset_metadata_max_bytes
         offsets, records = [], []
         for t in body["topics"]:

@@ -17,16 +17,27 @@ follower's fetch carries both: one replication round trip serves many requests i
 one (Kafka mutes the connection instead, and pays a round trip per request).  At most
 ``PIPELINE_DEPTH`` responses wait; beyond that the reader stops reading, so a client
 cannot make the broker hold unbounded work.
+
+Failures stay inside their request: whatever a handler raises, and a response that cannot
+be encoded (a request's data echoed into a field that cannot hold it), is logged in one line
+(API, version, client id) and answered with UNKNOWN_SERVER_ERROR where the response has a
+top-level error code, or else costs the connection.  Nothing a client sends reaches the
+listener, which is the node's: one bad request must never stop a node.  The limits Kafka
+puts on connections (``broker.connection_limits``) bound what many clients can hold.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import math
 from typing import Awaitable, Callable
 
 import trio
 
+from broker.connection_limits import ConnectionLimits, ConnectionQuotas
 from kraft.protocol import rpc
+from kraft.protocol.error_codes import ErrorCode
 from kraft.protocol.errors import ProtocolError, UnsupportedVersion
 from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder
 
@@ -56,11 +67,14 @@ class KafkaConnection:
     """One client connection: reads frames, dispatches, answers in order."""
 
     def __init__(self, stream: trio.abc.Stream, handler: Handler, *, supported=None,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES):
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, idle_timeout_s: float = math.inf,
+                 peer: str = "?"):
         self.stream = stream
         self.handler = handler
         self.supported = supported  # api key -> Versions this node serves
         self.decoder = FrameDecoder(max_frame_bytes)
+        self.idle_timeout_s = idle_timeout_s
+        self.peer = peer
         self._unsent = 0  # answers handed to the writer and not yet sent
 
     async def serve(self) -> None:
@@ -77,7 +91,15 @@ class KafkaConnection:
     async def _read_requests(self, answers: trio.MemorySendChannel) -> None:
         try:
             while True:
-                data = await self.stream.receive_some(RECEIVE_BYTES)
+                data = None
+                with trio.move_on_after(self.idle_timeout_s):
+                    data = await self.stream.receive_some(RECEIVE_BYTES)
+                if data is None:  # connections.max.idle.ms passed without a byte
+                    if self._unsent:
+                        continue  # answers are still being made: not idle
+                    log.info("closing connection from %s: idle for connections.max.idle.ms "
+                             "(%d bytes of a request unread)", self.peer, self.decoder.buffered)
+                    return
                 if not data:
                     return
                 self.decoder.receive_data(data)
@@ -85,7 +107,7 @@ class KafkaConnection:
                     if not await self._handle_frame(payload, answers):
                         return
         except ProtocolError as exc:  # frame too large
-            log.info("closing connection: %s", exc)
+            log.info("closing connection from %s: %s", self.peer, exc)
         except _GONE:
             pass
 
@@ -99,23 +121,49 @@ class KafkaConnection:
                 body = rpc.unsupported_api_versions_response(min(top.hi, 4))
                 await self._answer(answers, rpc.encode_response("ApiVersions", 0, exc.correlation_id, body))
                 return True
-            log.info("closing connection: %s", exc)
+            log.info("closing connection from %s: %s", self.peer, exc)
             return False
         except ProtocolError as exc:
-            log.info("closing connection: malformed request: %s", exc)
+            log.info("closing connection from %s: malformed request: %s", self.peer, exc)
             return False
         try:
             body = await self.handler(request)
-        except Exception:  # a bug must cost this connection, never the listener
-            _log_failure(request)
-            return False
-        if body is None:
-            return True
-        if isinstance(body, Deferred):
-            await self._answer(answers, (request, body))
+        except Exception as exc:  # a bug must cost this request, never the listener
+            answer = self._failed(request, "handling", exc)
         else:
-            await self._answer(answers, _encode(request, body))
+            if body is None:
+                return True
+            if isinstance(body, Deferred):
+                await self._answer(answers, (request, body))
+                return True
+            answer = self._encode(request, body)
+        if answer is None:
+            return False
+        await self._answer(answers, answer)
         return True
+
+    def _encode(self, request: rpc.Request, body: dict) -> bytes | None:
+        """The framed answer, or the error answer when ``body`` cannot be encoded, or None
+        when neither can (the connection must close)."""
+        try:
+            return _encode(request, body)
+        except Exception as exc:
+            return self._failed(request, "encoding the answer to", exc)
+
+    def _failed(self, request: rpc.Request, stage: str, exc: Exception) -> bytes | None:
+        error = rpc.error_response(request.api, request.version, ErrorCode.UNKNOWN_SERVER_ERROR)
+        log.warning("%s %s v%d from %s (client id %r, correlation id %d) failed: %s: %s; %s",
+                    stage, request.api, request.version, self.peer, request.header.client_id,
+                    request.header.correlation_id, type(exc).__name__, exc,
+                    "answered UNKNOWN_SERVER_ERROR" if error is not None else "closing the connection")
+        log.debug("the failure in full", exc_info=exc)
+        if error is None:
+            return None
+        try:
+            return _encode(request, error)
+        except Exception:  # the error answer is built from the schema alone: cannot happen
+            log.exception("the error answer to %s v%d cannot be encoded", request.api, request.version)
+            return None
 
     async def _answer(self, answers: trio.MemorySendChannel, item: bytes | tuple) -> None:
         if self._unsent == 0 and isinstance(item, bytes):
@@ -134,9 +182,12 @@ class KafkaConnection:
                     if not isinstance(item, bytes):
                         request, deferred = item
                         try:
-                            item = _encode(request, await deferred.finish())
-                        except Exception:
-                            _log_failure(request)
+                            body = await deferred.finish()
+                        except Exception as exc:
+                            item = self._failed(request, "handling", exc)
+                        else:
+                            item = self._encode(request, body)
+                        if item is None:
                             connection.cancel()
                             return
                     await self.stream.send_all(item)
@@ -149,25 +200,62 @@ def _encode(request: rpc.Request, body: dict) -> bytes:
     return rpc.encode_response(request.api, request.version, request.header.correlation_id, body)
 
 
-def _log_failure(request: rpc.Request) -> None:
-    log.exception("closing connection: %s v%d (correlation id %d) failed", request.api,
-                  request.version, request.header.correlation_id)
+# Accept errors that mean "out of a resource for now" (trio's serve_listeners list): wait and
+# accept again rather than let the listener die.
+_ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+_ACCEPT_BACKOFF_S = 0.1
 
 
 async def serve_kafka(handler: Handler, host: str, port: int, *, supported=None,
                       task_status=trio.TASK_STATUS_IGNORED,
-                      max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+                      max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                      limits: ConnectionLimits = ConnectionLimits()) -> None:
     """Listen on host:port and serve Kafka connections until cancelled.
 
     ``task_status.started`` receives the bound port (useful with port 0).
     """
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()[1]
+    quotas = ConnectionQuotas(limits)
 
-    async def on_connection(stream):
-        await KafkaConnection(stream, handler, supported=supported,
-                              max_frame_bytes=max_frame_bytes).serve()
+    async def serve_connection(stream: trio.SocketStream, peer: str) -> None:
+        try:
+            await KafkaConnection(stream, handler, supported=supported, max_frame_bytes=max_frame_bytes,
+                                  idle_timeout_s=limits.idle_timeout_s, peer=peer).serve()
+        except Exception:  # the last guard: a connection's failure is never the listener's
+            log.exception("connection from %s failed", peer)
+        finally:
+            quotas.release(peer)
+
+    async def accept_loop(listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+        async with listener:
+            while True:
+                await quotas.wait_for_room()
+                try:
+                    stream = await listener.accept()
+                except OSError as exc:
+                    if exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
+                        raise
+                    log.error("cannot accept a connection on port %d: %s; retrying in %.1f s",
+                              bound, errno.errorcode.get(exc.errno, exc.errno), _ACCEPT_BACKOFF_S)
+                    await trio.sleep(_ACCEPT_BACKOFF_S)
+                    continue
+                peer = _peer_address(stream)
+                if not quotas.admit(peer):
+                    log.info("closing connection from %s: max.connections.per.ip (%d) reached",
+                             peer, limits.limit_for(peer))
+                    await trio.aclose_forcefully(stream)
+                    continue
+                nursery.start_soon(serve_connection, stream, peer)
 
     async with trio.open_nursery() as nursery:
+        for listener in listeners:
+            nursery.start_soon(accept_loop, listener, nursery)
         task_status.started(bound)
-        await nursery.start(trio.serve_listeners, on_connection, listeners)
+
+
+def _peer_address(stream: trio.SocketStream) -> str:
+    try:
+        return stream.socket.getpeername()[0]
+    except (OSError, IndexError, TypeError):
+        return "?"

@@ -20,6 +20,7 @@ from broker.data_path import DataPath
 from broker.group_service import GroupCoordinatorService
 from broker.lifecycle import BrokerLifecycle
 from broker.metadata_listener import MetadataListener
+from broker.connection_limits import ConnectionLimits
 from broker.network import serve_kafka
 from broker.offsets_store import OFFSETS_TOPIC, CoordinatorLocator, OffsetsStore
 from broker.replica_fetcher import ReplicaFetcherManager
@@ -127,7 +128,8 @@ class Node:
                 endpoint = next(config.listener(n) for n in config.controller_listener_names if config.listener(n))
                 await nursery.start(functools.partial(
                     serve_kafka, self._controller_request, endpoint.host or "0.0.0.0", endpoint.port,
-                    max_frame_bytes=config["socket.request.max.bytes"]))
+                    max_frame_bytes=config["socket.request.max.bytes"],
+                    limits=ConnectionLimits.from_config(config)))
                 nursery.start_soon(self.controller.run)
             if config.is_broker:
                 await self._start_broker(nursery, client)
@@ -166,7 +168,7 @@ class Node:
         endpoint = config.broker_listeners[0]
         await nursery.start(functools.partial(
             serve_kafka, api.handle, endpoint.host or "0.0.0.0", endpoint.port, supported=api.supported,
-            max_frame_bytes=config["socket.request.max.bytes"]))
+            max_frame_bytes=config["socket.request.max.bytes"], limits=ConnectionLimits.from_config(config)))
         ibl = config["inter.broker.listener.name"]
         fetchers = ReplicaFetcherManager(config.node_id, self.replicas, client("replication"),
                                          ibl.upper() if ibl else endpoint.listener,

@@ -32,6 +32,14 @@ def _at_least(n):
     return lambda v: None if v >= n else f"must be at least {n}"
 
 
+def _per_ip_overrides_error(entries) -> str | None:
+    for entry in entries:
+        host, sep, count = entry.rpartition(":")
+        if not sep or not host or not count.isdigit():
+            return f"{entry!r} is not host:count"
+    return None
+
+
 _K = ConfigKey
 KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("node.id", "int", required=True, validate=_at_least(0)),
@@ -83,6 +91,11 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("replica.high.watermark.checkpoint.interval.ms", "int", 5000, validate=_at_least(1)),
     _K("request.timeout.ms", "int", 30000),
     _K("socket.request.max.bytes", "int", 104857600, validate=_at_least(1)),
+    # Connection limits (broker.connection_limits)
+    _K("max.connections", "int", 2**31 - 1, validate=_at_least(0)),
+    _K("max.connections.per.ip", "int", 2**31 - 1, validate=_at_least(0)),
+    _K("max.connections.per.ip.overrides", "list", [], validate=_per_ip_overrides_error),
+    _K("connections.max.idle.ms", "int", 600000, validate=_at_least(1)),
     # Groups and offsets
     _K("offsets.topic.num.partitions", "int", 50, validate=_at_least(1)),
     _K("offsets.topic.replication.factor", "int", 3, validate=_at_least(1)),

@@ -280,3 +280,22 @@ def test_alter_configs_resources_fail_independently(h):
     assert [r["error_code"] for r in resp["responses"]] == [0, E.UNKNOWN_TOPIC_OR_PARTITION, 0]
     assert h.ctl.image.config(2, "t") == {"retention.ms": "7"}
     assert h.ctl.image.config(4, "2") == {"min.insync.replicas": "2"}
+
+
+def test_one_request_writes_at_most_10000_records(h):
+    """Kafka's MAX_RECORDS_PER_USER_OP: past it the whole request is a POLICY_VIOLATION and
+    nothing is written, checked before placement (2**31 - 1 partitions must cost an answer,
+    not the controller's memory)."""
+    before = h.log_end
+    for partitions in (10_000, 2**31 - 1):
+        result = h.create_topic("huge", partitions, 1)
+        assert (result["error_code"], result["error_message"]) == (
+            E.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+    resp = h.send("CreateTopics", {"topics": [
+        {"name": f"part{i}", "num_partitions": 5_000, "replication_factor": 1} for i in range(2)]})
+    assert [t["error_code"] for t in resp["topics"]] == [E.POLICY_VIOLATION] * 2
+    assert h.log_end == before and h.ctl.image.topic("huge") is None
+    assert h.create_topic("big", 9_000, 1)["error_code"] == 0
+    assert _grow(h, "big", 9_000 + 10_001) == E.POLICY_VIOLATION
+    assert _grow(h, "big", 2**31 - 1) == E.POLICY_VIOLATION
+    assert _grow(h, "big", 9_001) == 0

@@ -9,6 +9,7 @@ import trio.testing
 
 from broker.network import PIPELINE_DEPTH, Deferred, KafkaConnection, serve_kafka
 from kraft.protocol import rpc
+from kraft.protocol.error_codes import ErrorCode
 from kraft.protocol.framing import FrameDecoder
 
 
@@ -80,9 +81,12 @@ async def test_at_most_pipeline_depth_answers_wait():
         await client.aclose()
 
 
-async def test_a_failing_handler_closes_its_connection_and_the_listener_serves_on():
+async def test_a_failing_handler_costs_its_request_and_the_listener_serves_on():
+    """A handler's exception is answered with UNKNOWN_SERVER_ERROR where the response has a
+    top-level error code (ApiVersions), and closes the connection where it has none
+    (Metadata); either way the listener goes on serving."""
     async def handler(request):
-        if request.header.correlation_id == 13:
+        if request.header.correlation_id in (13, 14):
             raise KeyError("a bug")
         return {"api_keys": []}
 
@@ -92,15 +96,27 @@ async def test_a_failing_handler_closes_its_connection_and_the_listener_serves_o
         def talk():
             with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
                 s.sendall(api_versions_request(13))
+                error = rpc.decode_response("ApiVersions", 0, read_frame(s))[1]["error_code"]
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                s.sendall(rpc.encode_request("Metadata", 1, 14, {"topics": []}))
                 closed = s.recv(10) == b""
             with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-                s.sendall(api_versions_request(14))
-                answered = len(s.recv(100)) > 4
-            return closed, answered
+                s.sendall(api_versions_request(15))
+                answered = rpc.decode_response("ApiVersions", 0, read_frame(s))[0]
+            return error, closed, answered
 
-        closed, answered = await trio.to_thread.run_sync(talk)
+        error, closed, answered = await trio.to_thread.run_sync(talk)
         nursery.cancel_scope.cancel()
-    assert closed and answered
+    assert (error, closed, answered) == (ErrorCode.UNKNOWN_SERVER_ERROR, True, 15)
+
+
+def read_frame(sock) -> bytes:
+    decoder = FrameDecoder()
+    while (payload := decoder.next_frame()) is None:
+        data = sock.recv(65536)
+        assert data, "connection closed early"
+        decoder.receive_data(data)
+    return payload
 
 
 async def test_a_failing_deferred_answer_closes_the_connection():

@@ -119,6 +119,20 @@ def decode_response(api: str, version: int, payload) -> tuple[int, dict]:
     return header["correlation_id"], body
 
 
+def error_response(api: str, version: int, error_code: int) -> dict | None:
+    """A response to ``api`` at ``version`` that carries ``error_code`` in its top-level
+    error field and defaults elsewhere (Kafka's ``getErrorResponse`` for a failed request);
+    None when the response has no top-level error code at that version, so no answer can
+    say "this request failed" (the connection must close instead)."""
+    spec = codec.spec_for(api, "response")
+    fields = [f for f in spec.fields if f.key == "error_code" and f.tag is None and version in f.versions]
+    if not fields:
+        return None
+    body = codec.default_message(api, "response")
+    body["error_code"] = error_code
+    return body
+
+
 def unsupported_api_versions_response(api_versions_max: int) -> dict:
     """The v0 ApiVersions answer to a version this node does not speak (KIP-511): error 35
     and the ApiVersions range, so the client can retry at a version both sides know."""
@@ -130,7 +144,7 @@ def unsupported_api_versions_response(api_versions_max: int) -> dict:
 
 
 __all__ = [
-    "API_KEYS", "API_NAMES", "MalformedMessage", "Request", "RequestHeader",
+    "API_KEYS", "API_NAMES", "MalformedMessage", "error_response", "Request", "RequestHeader",
     "decode_request", "decode_response", "encode_request", "encode_response", "peek_header",
     "request_header_version", "response_header_version", "unsupported_api_versions_response",
 ]

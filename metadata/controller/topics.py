@@ -34,6 +34,12 @@ METADATA_TOPIC = "__cluster_metadata"
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 METADATA_TOPIC_ID = uuid.UUID(int=1)
 CONFIG_SOURCE_DYNAMIC_TOPIC = 1
+# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: one request may write at most this many
+# metadata records.  Past it the whole request fails with POLICY_VIOLATION and Kafka's
+# message, before anything is placed: a CreateTopics asking for 2**31 partitions must cost
+# an answer, not the controller's memory.
+MAX_RECORDS_PER_USER_OP = 10_000
+EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
 
 
 def validate_topic_name(name: str) -> None:
@@ -100,8 +106,21 @@ def _new_partition(topic_id, index, replicas, isr) -> MetadataRecord:
 # CreateTopics
 
 
+def _records_asked(ctl: "QuorumController", topic: dict) -> int:
+    """How many records creating ``topic`` would write, from the request alone."""
+    partitions = len(topic["assignments"]) if topic["assignments"] else topic["num_partitions"]
+    if partitions == -1:
+        partitions = ctl.config.num_partitions
+    return 1 + max(partitions, 0) + len(topic["configs"])
+
+
 def create_topics(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_ms: int) -> dict:
     names = [t["name"] for t in req["topics"]]
+    if sum(_records_asked(ctl, t) for t in req["topics"]) > MAX_RECORDS_PER_USER_OP:
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": name, "topic_id": ZERO_UUID, "error_code": ErrorCode.POLICY_VIOLATION,
+             "error_message": EXCESSIVE_BATCH, "num_partitions": -1, "replication_factor": -1,
+             "configs": None} for name in dict.fromkeys(names)]}
     duplicates = {n for n in names if names.count(n) > 1}
     results = []
     seen = set()
@@ -248,6 +267,10 @@ def delete_topics(ctl: "QuorumController", txn: Txn, version: int, req: dict, no
 
 def create_partitions(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_ms: int) -> dict:
     names = [t["name"] for t in req["topics"]]
+    if _partitions_asked(txn.image, req) > MAX_RECORDS_PER_USER_OP:
+        return {"throttle_time_ms": 0, "results": [
+            {"name": name, "error_code": ErrorCode.POLICY_VIOLATION, "error_message": EXCESSIVE_BATCH}
+            for name in names]}
     results = []
     for topic in req["topics"]:
         name = topic["name"]
@@ -263,6 +286,15 @@ def create_partitions(ctl: "QuorumController", txn: Txn, version: int, req: dict
         if not req["validate_only"]:
             txn.add(*records)
     return {"throttle_time_ms": 0, "results": results}
+
+
+def _partitions_asked(image: MetadataImage, req: dict) -> int:
+    total = 0
+    for t in req["topics"]:
+        topic = image.topic(t["name"])
+        if topic is not None:
+            total += max(t["count"] - len(topic.partitions), 0)
+    return total
 
 
 def _create_partitions(ctl: "QuorumController", image: MetadataImage, req: dict):

@@ -1,0 +1,85 @@
+"""Kafka's limits on client connections, counted per server (a node's broker listeners share
+one count, its controller listener has its own, as Kafka's broker and controller each have a
+SocketServer).
+
+* ``max.connections``: at the limit the server stops accepting; new connections wait in the
+  kernel's backlog until one closes (Kafka's acceptor blocks the same way).
+* ``max.connections.per.ip`` (and ``max.connections.per.ip.overrides``, ``host:count,...``):
+  a connection over its address's limit is closed as soon as it is accepted.
+* ``connections.max.idle.ms``: a connection with nothing in flight that sends nothing for
+  that long is closed, so half-sent frames and forgotten sockets give their memory back.
+
+``ConnectionQuotas`` only counts; ``broker.network`` applies it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import trio
+
+UNLIMITED = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    max_connections: int = UNLIMITED
+    max_connections_per_ip: int = UNLIMITED
+    per_ip_overrides: dict[str, int] = field(default_factory=dict)
+    idle_timeout_s: float = 600.0  # connections.max.idle.ms
+
+    @classmethod
+    def from_config(cls, config) -> "ConnectionLimits":
+        return cls(max_connections=config["max.connections"],
+                   max_connections_per_ip=config["max.connections.per.ip"],
+                   per_ip_overrides=parse_per_ip_overrides(config["max.connections.per.ip.overrides"]),
+                   idle_timeout_s=config["connections.max.idle.ms"] / 1000)
+
+    def limit_for(self, address: str) -> int:
+        return self.per_ip_overrides.get(address, self.max_connections_per_ip)
+
+
+def parse_per_ip_overrides(entries) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count`` entries (a list or one string)."""
+    if isinstance(entries, str):
+        entries = [e for e in entries.split(",") if e.strip()]
+    out = {}
+    for entry in entries or ():
+        host, sep, count = entry.strip().rpartition(":")
+        if not sep or not host or not count.strip().isdigit():
+            raise ValueError(f"max.connections.per.ip.overrides: {entry!r} is not host:count")
+        out[host.strip("[]")] = int(count)
+    return out
+
+
+class ConnectionQuotas:
+    """Open connections of one server, in total and per peer address."""
+
+    def __init__(self, limits: ConnectionLimits):
+        self.limits = limits
+        self.total = 0
+        self.per_ip: Counter[str] = Counter()
+        self._room = trio.Event()
+        self._room.set()
+
+    async def wait_for_room(self) -> None:
+        """Return once fewer than ``max.connections`` are open."""
+        while self.total >= self.limits.max_connections:
+            self._room = trio.Event()
+            await self._room.wait()
+
+    def admit(self, address: str) -> bool:
+        """Count a new connection from ``address``; False (nothing counted) over its limit."""
+        if self.per_ip[address] >= self.limits.limit_for(address):
+            return False
+        self.per_ip[address] += 1
+        self.total += 1
+        return True
+
+    def release(self, address: str) -> None:
+        self.per_ip[address] -= 1
+        if not self.per_ip[address]:
+            del self.per_ip[address]
+        self.total -= 1
+        self._room.set()
