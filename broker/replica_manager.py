@@ -33,6 +33,7 @@ from kraft import clock
 from kraft.log import LogConfig, LogDir, OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT
 from kraft.log.cleaner import LogCleaner
 from kraft.log.errors import LogConfigError
+from kraft.log.file_cache import SEGMENT_FILES
 from kraft.server_config import ServerConfig
 from metadata.image import ConfigResourceType, MetadataImage
 
@@ -64,6 +65,10 @@ class ReplicaManager:
         self.config = config
         self.image = MetadataImage()
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # Segment files stay open through one bounded cache, so the partitions a node hosts
+        # are not bounded by its open files limit (see kraft/log/file_cache.py).
+        SEGMENT_FILES.set_max_open(config["kraft.log.open.files.max"])
+        log.info("at most %d segment files open at once (kraft.log.open.files.max)", SEGMENT_FILES.max_open)
         self.log_dir = LogDir.open(Path(config.log_dirs[0]), clock=clock.wall_ms)
         self._hw_checkpoint = OffsetCheckpointFile(Path(config.log_dirs[0]) / REPLICATION_OFFSET_CHECKPOINT)
         self._checkpointed_hw = self._hw_checkpoint.read()

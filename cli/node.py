@@ -245,6 +245,32 @@ def _controller_apis():
     return HANDLERS
 
 
+def raise_open_files_limit() -> tuple[int, int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard limit, as a JVM started by Kafka's scripts
+    does (-XX:+MaxFDLimit); returns and logs ``(soft before, soft after, hard)``.  The
+    broker does not need it to host many partitions (its segment files go through a bounded
+    cache, ``kraft.log.open.files.max``); clients' connections do."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard
+    if target == resource.RLIM_INFINITY:  # Linux refuses an infinite soft NOFILE
+        try:
+            with open("/proc/sys/fs/nr_open") as f:
+                target = int(f.read())
+        except (OSError, ValueError):
+            target = soft
+    new_soft = soft
+    if soft != resource.RLIM_INFINITY and target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            new_soft = target
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open files limit from %d to %d: %s", soft, target, exc)
+    log.info("open files limit (RLIMIT_NOFILE): soft %d -> %d, hard %d", soft, new_soft, hard)
+    return soft, new_soft, hard
+
+
 def setup_logging(node_id: int, level: str = "INFO") -> None:
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
