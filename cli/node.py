@@ -150,7 +150,8 @@ class Node:
         self.replicas = ReplicaManager(config.node_id, config)
         channel = ControllerChannel(client("controller"), self.voters, lambda: self.metadata.leader.leader_id)
         self.metadata.leader_subscribers.append(channel.on_leader_change)
-        self.lifecycle = BrokerLifecycle(config, self.cluster_id, channel, self.metadata)
+        self.lifecycle = BrokerLifecycle(config, self.cluster_id, channel, self.metadata,
+                                         offline_log_dirs=lambda: self.replicas.offline_log_dirs)
         data = DataPath(self.replicas)
         groups = GroupCoordinatorService(config.node_id, config, OffsetsStore(self.replicas))
 
