@@ -1,6 +1,6 @@
 """The partitions this broker hosts, kept in step with the metadata image.
 
-``on_image`` reconciles: for every partition whose replicas include this broker it opens
+``on_image`` reconciles (in a node: ``run_reconciler``, in bounded steps): for every partition whose replicas include this broker it opens
 (or creates) the log and applies the partition registration — leader or follower, with
 its epochs and ISR; partitions that left this broker are closed and their logs deleted.
 Followers are handed to the replica fetcher; leaders serve Produce and Fetch
@@ -50,7 +50,7 @@ from kraft.log.errors import LogConfigError
 from kraft.log.file_cache import SEGMENT_FILES
 from kraft.server_config import ServerConfig
 from kraft.storage import parse_uuid_string, read_meta
-from metadata.image import ConfigResourceType, MetadataImage
+from metadata.image import EMPTY_IMAGE, ConfigResourceType, MetadataImage
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +88,8 @@ class ReplicaManager:
         self.log_dir_id = _directory_id(self.log_dir_path)
         self.log_dir_error: str | None = None  # set when the directory failed: it is offline
         self.log_dir_failed = trio.Event()
+        self._published = EMPTY_IMAGE
+        self._image_published = trio.Event()
         self.log_dir = LogDir.open(self.log_dir_path, clock=clock.wall_ms)
         self._hw_checkpoint = OffsetCheckpointFile(Path(config.log_dirs[0]) / REPLICATION_OFFSET_CHECKPOINT)
         self._checkpointed_hw = self._hw_checkpoint.read()
@@ -163,8 +165,7 @@ class ReplicaManager:
             for listener in self.leadership_listeners:
                 listener(partition.topic, partition.index, False)
         self.log_dir_failed.set()
-        self.followers_changed.set()
-        self.followers_changed = trio.Event()
+        self._wake_fetchers()
 
     def min_insync_replicas(self, topic: str) -> int:
         value = self.image.config(ConfigResourceType.TOPIC, topic).get("min.insync.replicas")
@@ -182,7 +183,43 @@ class ReplicaManager:
             self.fail_log_dir("applying metadata to the replicas", exc)
 
     def _reconcile(self, previous: MetadataImage, image: MetadataImage) -> None:
-        now = clock.monotonic_ms()
+        for _ in self._reconcile_steps(previous, image):
+            pass
+
+    def publish(self, image: MetadataImage) -> None:
+        """A node's metadata subscriber: ``run_reconciler`` applies the newest image."""
+        self._published = image
+        self._image_published.set()
+
+    async def run_reconciler(self, step_ms: float = 20) -> None:
+        """Apply published images as ``on_image`` does, but give the event loop back every
+        ``step_ms``: creating thousands of partitions (files, fsyncs) at once must not stall
+        the Raft driver and controller sharing this thread (issue 15: the quorum lost its
+        leader while a broker created 1,000 partitions in one go).  A newer image published
+        meanwhile is applied, from the one just applied, once the pass ends."""
+        applied = EMPTY_IMAGE
+        while True:
+            await self._image_published.wait()
+            self._image_published = trio.Event()
+            image = self._published
+            if image is applied:
+                continue
+            self.image = image
+            if self.log_dir_error is None:
+                started = clock.monotonic_ms()
+                try:
+                    for _ in self._reconcile_steps(applied, image):
+                        if clock.monotonic_ms() - started >= step_ms:
+                            self._wake_fetchers()  # followers set up so far start fetching
+                            await trio.sleep(0)
+                            started = clock.monotonic_ms()
+                except OSError as exc:
+                    self.fail_log_dir("applying metadata to the replicas", exc)
+            applied = image
+
+    def _reconcile_steps(self, previous: MetadataImage, image: MetadataImage):
+        """Reconcile the hosted replicas with ``image``; yields after every replica it
+        opened or changed, so a caller may pause there."""
         wanted = set()
         for topic in image.topics_by_name.values():
             for index, reg in topic.partitions.items():
@@ -201,11 +238,16 @@ class ReplicaManager:
                     old_reg = None
                 if old_reg == reg:
                     continue
-                self._apply(partition, reg, now)
+                self._apply(partition, reg, clock.monotonic_ms())
+                yield
         for key in [k for k in self.partitions if k not in wanted]:
             self._remove(key)
+            yield
         if image.configs is not previous.configs:
             self._update_log_configs(previous, image)
+        self._wake_fetchers()
+
+    def _wake_fetchers(self) -> None:
         self.followers_changed.set()
         self.followers_changed = trio.Event()
 

@@ -33,7 +33,6 @@ from kraft.raft.driver import PeerAddress, RaftDriver
 from kraft.server_config import ServerConfig
 from metadata.controller import ControllerConfig, QuorumController
 from metadata.controller_server import ControllerServer
-from metadata.image import EMPTY_IMAGE
 
 log = logging.getLogger("kraft.node")
 
@@ -175,6 +174,7 @@ class Node:
                                          partition_max_bytes=config["replica.fetch.max.bytes"])
         nursery.start_soon(self.lifecycle.run)
         nursery.start_soon(self._publish_when_caught_up)
+        nursery.start_soon(self.replicas.run_reconciler)
         nursery.start_soon(self.replicas.run_maintenance)
         nursery.start_soon(self.replicas.run_cleaner)
         nursery.start_soon(fetchers.run)
@@ -188,8 +188,8 @@ class Node:
         await self.lifecycle.registered.wait()
         image = await self.metadata.wait_for(lambda img: img.offset >= self.lifecycle.broker_epoch)
         log.info("metadata caught up at offset %d: taking on partitions", image.offset)
-        self.replicas.on_image(EMPTY_IMAGE, image)
-        self.metadata.subscribers.append(self.replicas.on_image)
+        self.replicas.publish(image)
+        self.metadata.subscribers.append(lambda previous, image: self.replicas.publish(image))
 
     async def _send_isr_proposals(self, channel: ControllerChannel) -> None:
         replicas = self.replicas
