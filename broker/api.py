@@ -25,7 +25,7 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "OffsetForLeaderEpoch": (2, 4), "ApiVersions": (0, 4), "CreateTopics": (2, 7),
     "DeleteTopics": (1, 6), "CreatePartitions": (0, 3), "DescribeConfigs": (1, 4),
     "AlterConfigs": (0, 2), "IncrementalAlterConfigs": (0, 1), "InitProducerId": (0, 5), "DescribeCluster": (0, 1),
-    "DescribeQuorum": (0, 2),
+    "DescribeQuorum": (0, 2), "DescribeLogDirs": (0, 4),
 }
 FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "DescribeQuorum"}
 PRODUCER_ID_BLOCK = 1000
@@ -81,6 +81,9 @@ class BrokerApi:
             return await self.alter_configs(body)
         if api == "DescribeCluster":
             return self.describe_cluster()
+        if api == "DescribeLogDirs":
+            results = self.data.replicas.describe_log_dirs(body["topics"])
+            return {"error_code": 0, "results": results}
         if api == "InitProducerId":
             return await self.init_producer_id(body)
         if api == "FindCoordinator":

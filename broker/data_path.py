@@ -125,6 +125,10 @@ class DataPath:
             log.warning("%s: append failed: %s", partition.name, exc)
             result["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
             return result, None
+        except OSError as exc:  # the disk failed: the directory goes offline, not the node
+            self.replicas.fail_log_dir(f"appending to {partition.name}", exc)
+            result["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+            return result, None
         partition.complete(completions)
         result.update(base_offset=first, log_start_offset=partition.log.log_start_offset)
         return self._await_isr(result, partition, last, acks, deadline, min_isr)

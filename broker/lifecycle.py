@@ -4,13 +4,17 @@ Start-up: register (a new incarnation id per process start; the controller answe
 broker epoch), then heartbeat every ``broker.heartbeat.interval.ms`` with the metadata
 offset this broker has applied.  The controller unfences the broker once that offset
 reaches its registration record.  Shutdown: heartbeats ask for controlled shutdown until
-the controller has moved leadership away and answers ``should_shut_down``.
+the controller has moved leadership away and answers ``should_shut_down``.  A broker whose
+log directory failed names it in ``offline_log_dirs`` and asks to stay fenced, so the
+controller moves its leaderships away while the node keeps running (see
+``broker/replica_manager.py``).
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 
 import trio
 
@@ -26,8 +30,9 @@ METADATA_VERSION_RANGE = (1, 21)  # metadata.version feature levels this broker 
 
 class BrokerLifecycle:
     def __init__(self, config: ServerConfig, cluster_id: str, channel: ControllerChannel,
-                 metadata: MetadataListener):
+                 metadata: MetadataListener, offline_log_dirs: Callable[[], list[uuid.UUID]] = list):
         self.config = config
+        self.offline_log_dirs = offline_log_dirs
         self.cluster_id = cluster_id
         self.channel = channel
         self.metadata = metadata
@@ -85,9 +90,11 @@ class BrokerLifecycle:
             await trio.sleep(1.0)
 
     async def _heartbeat(self) -> None:
+        offline = self.offline_log_dirs()
         body = {"broker_id": self.config.node_id, "broker_epoch": self.broker_epoch,
                 "current_metadata_offset": self.metadata.image.offset,
-                "want_fence": False, "want_shut_down": self._want_shutdown}
+                "want_fence": bool(offline), "want_shut_down": self._want_shutdown,
+                "offline_log_dirs": offline}
         response = await self.channel.request("BrokerHeartbeat", 1, body, timeout_s=10)
         error = response["error_code"]
         if error == ErrorCode.STALE_BROKER_EPOCH:

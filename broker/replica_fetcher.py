@@ -102,7 +102,11 @@ class ReplicaFetcherManager:
                 partition, pos = item
                 if self.replicas.get(partition.topic, partition.index) is not partition:
                     continue  # removed while the fetch was in flight
-                ok = await self._handle(partition, pos, resp, address)
+                try:
+                    ok = await self._handle(partition, pos, resp, address)
+                except OSError as exc:  # the disk failed: the directory goes offline, not the node
+                    self.replicas.fail_log_dir(f"appending fetched data to {partition.name}", exc)
+                    return False
                 progressed = progressed and ok
         return progressed
 

@@ -1,12 +1,23 @@
 """The partitions this broker hosts, kept in step with the metadata image.
 
-``on_image`` reconciles: for every partition whose replicas include this broker it opens
+``on_image`` reconciles (in a node: ``run_reconciler``, in bounded steps): for every partition whose replicas include this broker it opens
 (or creates) the log and applies the partition registration — leader or follower, with
 its epochs and ISR; partitions that left this broker are closed and their logs deleted.
 Followers are handed to the replica fetcher; leaders serve Produce and Fetch
 (``broker/data_path.py``).  A background task shrinks ISRs, times out acks=all waiters and
 checkpoints high watermarks.  Topic config changes in the image reach the open logs
 (``Log.update_config``).
+
+A failed log directory (``fail_log_dir``): an I/O error writing a checkpoint, creating a
+log, appending or truncating does not kill the node.  As Kafka's LogDirFailureChannel does,
+the broker takes the directory offline: every replica in it goes offline (answers
+NOT_LEADER_OR_FOLLOWER, no longer fetched), its logs' descriptors are dropped without
+writing, nothing in it is written again, and DescribeLogDirs reports it with
+KAFKA_STORAGE_ERROR.  The broker's heartbeats then name the directory in
+``offline_log_dirs`` and ask to be fenced: kraft hosts one log directory per broker, so the
+controller moves every leadership away and takes the broker out of the ISRs, as Kafka's
+controller does for the partitions of a failed directory.  Restarting the node (once the
+disk is repaired) brings the directory back.
 
 Log compaction (``run_cleaner``): every ``log.cleaner.backoff.ms`` each hosted replica,
 leader or follower, whose ``cleanup.policy`` includes ``compact`` is cleaned below its high
@@ -23,6 +34,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import shutil
+import uuid
 from pathlib import Path
 
 import trio
@@ -30,11 +43,14 @@ import trio
 from broker.partition import Partition
 from broker.partition_state_types import IsrProposal
 from kraft import clock
+from kraft.protocol.error_codes import ErrorCode
 from kraft.log import LogConfig, LogDir, OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT
 from kraft.log.cleaner import LogCleaner
 from kraft.log.errors import LogConfigError
+from kraft.log.file_cache import SEGMENT_FILES
 from kraft.server_config import ServerConfig
-from metadata.image import ConfigResourceType, MetadataImage
+from kraft.storage import parse_uuid_string, read_meta
+from metadata.image import EMPTY_IMAGE, ConfigResourceType, MetadataImage
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +80,17 @@ class ReplicaManager:
         self.config = config
         self.image = MetadataImage()
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self.log_dir = LogDir.open(Path(config.log_dirs[0]), clock=clock.wall_ms)
+        # Segment files stay open through one bounded cache, so the partitions a node hosts
+        # are not bounded by its open files limit (see kraft/log/file_cache.py).
+        SEGMENT_FILES.set_max_open(config["kraft.log.open.files.max"])
+        log.info("at most %d segment files open at once (kraft.log.open.files.max)", SEGMENT_FILES.max_open)
+        self.log_dir_path = Path(config.log_dirs[0])
+        self.log_dir_id = _directory_id(self.log_dir_path)
+        self.log_dir_error: str | None = None  # set when the directory failed: it is offline
+        self.log_dir_failed = trio.Event()
+        self._published = EMPTY_IMAGE
+        self._image_published = trio.Event()
+        self.log_dir = LogDir.open(self.log_dir_path, clock=clock.wall_ms)
         self._hw_checkpoint = OffsetCheckpointFile(Path(config.log_dirs[0]) / REPLICATION_OFFSET_CHECKPOINT)
         self._checkpointed_hw = self._hw_checkpoint.read()
         self.unsafe_ack = bool(config["kraft.unsafe.ack.before.replication"])
@@ -96,6 +122,51 @@ class ReplicaManager:
     def topic_config(self, topic: str) -> dict:
         return dict(self.image.config(ConfigResourceType.TOPIC, topic))
 
+    @property
+    def offline_log_dirs(self) -> list[uuid.UUID]:
+        """The ids of failed log directories (for the broker heartbeat)."""
+        return [self.log_dir_id] if self.log_dir_error is not None else []
+
+    def describe_log_dirs(self, topics: list[dict] | None) -> list[dict]:
+        """DescribeLogDirs results: the directory with each hosted partition's size, or
+        KAFKA_STORAGE_ERROR and nothing else when it failed."""
+        if self.log_dir_error is not None:
+            return [{"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "log_dir": str(self.log_dir_path),
+                     "topics": [], "total_bytes": -1, "usable_bytes": -1}]
+        wanted = None if topics is None else {(t["topic"], p) for t in topics for p in t["partitions"]}
+        by_topic: dict[str, list[dict]] = {}
+        for (topic, index), partition in sorted(self.partitions.items()):
+            if wanted is not None and (topic, index) not in wanted:
+                continue
+            by_topic.setdefault(topic, []).append({
+                "partition_index": index, "partition_size": partition.log.size_in_bytes,
+                "offset_lag": 0, "is_future_key": False})
+        try:
+            usage = shutil.disk_usage(self.log_dir_path)
+            total, usable = usage.total, usage.free
+        except OSError:
+            total = usable = -1
+        return [{"error_code": 0, "log_dir": str(self.log_dir_path),
+                 "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+                 "total_bytes": total, "usable_bytes": usable}]
+
+    def fail_log_dir(self, doing: str, exc: BaseException) -> None:
+        """Take the log directory offline after an I/O error (see the module doc)."""
+        if self.log_dir_error is not None:
+            log.warning("offline log dir %s: %s also failed: %s", self.log_dir_path, doing, exc)
+            return
+        self.log_dir_error = f"{doing}: {exc}"
+        log.error("log dir %s failed while %s: %s; taking it offline with its %d replicas (the node "
+                  "keeps running; restart it once the disk is repaired)",
+                  self.log_dir_path, doing, exc, len(self.partitions))
+        for partition in self.partitions.values():
+            partition.close()
+            partition.log.abandon()  # drop the descriptors; write nothing more there
+            for listener in self.leadership_listeners:
+                listener(partition.topic, partition.index, False)
+        self.log_dir_failed.set()
+        self._wake_fetchers()
+
     def min_insync_replicas(self, topic: str) -> int:
         value = self.image.config(ConfigResourceType.TOPIC, topic).get("min.insync.replicas")
         return int(value) if value is not None else self.config["min.insync.replicas"]
@@ -104,7 +175,51 @@ class ReplicaManager:
 
     def on_image(self, previous: MetadataImage, image: MetadataImage) -> None:
         self.image = image
-        now = clock.monotonic_ms()
+        if self.log_dir_error is not None:
+            return  # the replicas are offline; the directory is not touched again
+        try:
+            self._reconcile(previous, image)
+        except OSError as exc:
+            self.fail_log_dir("applying metadata to the replicas", exc)
+
+    def _reconcile(self, previous: MetadataImage, image: MetadataImage) -> None:
+        for _ in self._reconcile_steps(previous, image):
+            pass
+
+    def publish(self, image: MetadataImage) -> None:
+        """A node's metadata subscriber: ``run_reconciler`` applies the newest image."""
+        self._published = image
+        self._image_published.set()
+
+    async def run_reconciler(self, step_ms: float = 20) -> None:
+        """Apply published images as ``on_image`` does, but give the event loop back every
+        ``step_ms``: creating thousands of partitions (files, fsyncs) at once must not stall
+        the Raft driver and controller sharing this thread (issue 15: the quorum lost its
+        leader while a broker created 1,000 partitions in one go).  A newer image published
+        meanwhile is applied, from the one just applied, once the pass ends."""
+        applied = EMPTY_IMAGE
+        while True:
+            await self._image_published.wait()
+            self._image_published = trio.Event()
+            image = self._published
+            if image is applied:
+                continue
+            self.image = image
+            if self.log_dir_error is None:
+                started = clock.monotonic_ms()
+                try:
+                    for _ in self._reconcile_steps(applied, image):
+                        if clock.monotonic_ms() - started >= step_ms:
+                            self._wake_fetchers()  # followers set up so far start fetching
+                            await trio.sleep(0)
+                            started = clock.monotonic_ms()
+                except OSError as exc:
+                    self.fail_log_dir("applying metadata to the replicas", exc)
+            applied = image
+
+    def _reconcile_steps(self, previous: MetadataImage, image: MetadataImage):
+        """Reconcile the hosted replicas with ``image``; yields after every replica it
+        opened or changed, so a caller may pause there."""
         wanted = set()
         for topic in image.topics_by_name.values():
             for index, reg in topic.partitions.items():
@@ -123,11 +238,16 @@ class ReplicaManager:
                     old_reg = None
                 if old_reg == reg:
                     continue
-                self._apply(partition, reg, now)
+                self._apply(partition, reg, clock.monotonic_ms())
+                yield
         for key in [k for k in self.partitions if k not in wanted]:
             self._remove(key)
+            yield
         if image.configs is not previous.configs:
             self._update_log_configs(previous, image)
+        self._wake_fetchers()
+
+    def _wake_fetchers(self) -> None:
         self.followers_changed.set()
         self.followers_changed = trio.Event()
 
@@ -214,21 +334,32 @@ class ReplicaManager:
         last_hw = last_retention = clock.monotonic_ms()
         while True:
             await trio.sleep(0.05)
+            if self.log_dir_error is not None:
+                continue
             now = clock.monotonic_ms()
+            try:
+                last_hw, last_retention = self._maintain(now, last_hw, last_retention, lag_ms, hw_every_ms,
+                                                         retention_every_ms)
+            except OSError as exc:
+                self.fail_log_dir("checkpointing or applying retention", exc)
+
+    def _maintain(self, now: int, last_hw: int, last_retention: int, lag_ms: int, hw_every_ms: int,
+                  retention_every_ms: int) -> tuple[int, int]:
+        for partition in list(self.partitions.values()):
+            st = partition.state
+            partition.complete(st.on_tick(now))
+            if st.is_leader:
+                self.propose(partition, st.maybe_shrink_isr(now, lag_ms))
+        if now - last_hw >= hw_every_ms:
+            last_hw = now
+            self.checkpoint_high_watermarks()
+        if now - last_retention >= retention_every_ms:
+            last_retention = now
             for partition in list(self.partitions.values()):
-                st = partition.state
-                partition.complete(st.on_tick(now))
-                if st.is_leader:
-                    self.propose(partition, st.maybe_shrink_isr(now, lag_ms))
-            if now - last_hw >= hw_every_ms:
-                last_hw = now
-                self.checkpoint_high_watermarks()
-            if now - last_retention >= retention_every_ms:
-                last_retention = now
-                for partition in list(self.partitions.values()):
-                    if partition.state.is_leader or partition.state.role.value == "follower":
-                        partition.log.apply_retention(upper_bound_offset=partition.state.high_watermark)
-                        partition.state.on_log_start_offset(partition.log.log_start_offset)
+                if partition.state.is_leader or partition.state.role.value == "follower":
+                    partition.log.apply_retention(upper_bound_offset=partition.state.high_watermark)
+                    partition.state.on_log_start_offset(partition.log.log_start_offset)
+        return last_hw, last_retention
 
     async def run_cleaner(self) -> None:
         """Log compaction (see the module doc): a round every ``log.cleaner.backoff.ms``,
@@ -299,11 +430,25 @@ class ReplicaManager:
         self._checkpointed_hw = dict(hws)
 
     def close(self) -> None:
+        if self.log_dir_error is not None:
+            return  # nothing is written to a failed directory, not even a clean shutdown
         self.checkpoint_high_watermarks()
         for partition in self.partitions.values():
             partition.checkpoint_epochs()
             partition.close()
         self.log_dir.close()
+
+
+def _directory_id(path: Path) -> uuid.UUID:
+    """The log directory's ``directory.id`` from its meta.properties (KIP-858), or a
+    stable id derived from its path when it has none."""
+    try:
+        meta = read_meta(path)
+        if meta is not None and meta.directory_id:
+            return parse_uuid_string(meta.directory_id)
+    except Exception:  # noqa: BLE001 - an unformatted dir (in-process tests): derive one
+        pass
+    return uuid.uuid5(uuid.NAMESPACE_URL, str(path.resolve()))
 
 
 def _config_diff(old: LogConfig, new: LogConfig) -> str:

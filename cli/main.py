@@ -66,6 +66,7 @@ def start_command(config_path, overrides, log_level, profile_path) -> None:
     from cli import node
 
     node.setup_logging(config.node_id, log_level)
+    node.raise_open_files_limit()
     profiler = None
     if profile_path:
         import cProfile

@@ -34,7 +34,6 @@ from kraft.raft.driver import PeerAddress, RaftDriver
 from kraft.server_config import ServerConfig
 from metadata.controller import ControllerConfig, QuorumController
 from metadata.controller_server import ControllerServer
-from metadata.image import EMPTY_IMAGE
 
 log = logging.getLogger("kraft.node")
 
@@ -152,7 +151,8 @@ class Node:
         self.replicas = ReplicaManager(config.node_id, config)
         channel = ControllerChannel(client("controller"), self.voters, lambda: self.metadata.leader.leader_id)
         self.metadata.leader_subscribers.append(channel.on_leader_change)
-        self.lifecycle = BrokerLifecycle(config, self.cluster_id, channel, self.metadata)
+        self.lifecycle = BrokerLifecycle(config, self.cluster_id, channel, self.metadata,
+                                         offline_log_dirs=lambda: self.replicas.offline_log_dirs)
         data = DataPath(self.replicas)
         groups = GroupCoordinatorService(config.node_id, config, OffsetsStore(self.replicas))
 
@@ -176,6 +176,7 @@ class Node:
                                          partition_max_bytes=config["replica.fetch.max.bytes"])
         nursery.start_soon(self.lifecycle.run)
         nursery.start_soon(self._publish_when_caught_up)
+        nursery.start_soon(self.replicas.run_reconciler)
         nursery.start_soon(self.replicas.run_maintenance)
         nursery.start_soon(self.replicas.run_cleaner)
         nursery.start_soon(fetchers.run)
@@ -189,8 +190,8 @@ class Node:
         await self.lifecycle.registered.wait()
         image = await self.metadata.wait_for(lambda img: img.offset >= self.lifecycle.broker_epoch)
         log.info("metadata caught up at offset %d: taking on partitions", image.offset)
-        self.replicas.on_image(EMPTY_IMAGE, image)
-        self.metadata.subscribers.append(self.replicas.on_image)
+        self.replicas.publish(image)
+        self.metadata.subscribers.append(lambda previous, image: self.replicas.publish(image))
 
     async def _send_isr_proposals(self, channel: ControllerChannel) -> None:
         replicas = self.replicas
@@ -245,6 +246,32 @@ def _controller_apis():
     from metadata.controller import HANDLERS
 
     return HANDLERS
+
+
+def raise_open_files_limit() -> tuple[int, int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard limit, as a JVM started by Kafka's scripts
+    does (-XX:+MaxFDLimit); returns and logs ``(soft before, soft after, hard)``.  The
+    broker does not need it to host many partitions (its segment files go through a bounded
+    cache, ``kraft.log.open.files.max``); clients' connections do."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard
+    if target == resource.RLIM_INFINITY:  # Linux refuses an infinite soft NOFILE
+        try:
+            with open("/proc/sys/fs/nr_open") as f:
+                target = int(f.read())
+        except (OSError, ValueError):
+            target = soft
+    new_soft = soft
+    if soft != resource.RLIM_INFINITY and target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            new_soft = target
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open files limit from %d to %d: %s", soft, target, exc)
+    log.info("open files limit (RLIMIT_NOFILE): soft %d -> %d, hard %d", soft, new_soft, hard)
+    return soft, new_soft, hard
 
 
 def setup_logging(node_id: int, level: str = "INFO") -> None:

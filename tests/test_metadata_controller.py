@@ -686,3 +686,24 @@ def test_own_commits_take_the_fast_path(monkeypatch):
                                               "FenceBrokerRecord", "RegisterControllerRecord",
                                               "ProducerIdsRecord", "NoOpRecord"}
     assert rebuilds == [] and h.ctl.is_active and h.ctl.pending_offsets == []
+
+
+def test_a_broker_reporting_an_offline_log_dir_is_fenced_and_loses_its_leaderships():
+    """kraft brokers host one log directory: naming it in offline_log_dirs takes every
+    replica of the broker out of leadership and the ISRs, and keeps it fenced while it
+    reports the failure (its heartbeats keep its session alive)."""
+    import uuid
+
+    h = Harness()
+    h.add_brokers({1: "a", 2: "b", 3: "c"})
+    h.create_topic("t", assignments=[{"partition_index": 0, "broker_ids": [1, 2, 3]}],
+                   num_partitions=-1, rf=-1)
+    b = h.ctl.working_image.broker(1)
+    body = {"broker_id": 1, "broker_epoch": b.epoch, "current_metadata_offset": h.ctl.image.offset,
+            "want_fence": False, "want_shut_down": False, "offline_log_dirs": [uuid.uuid4()]}
+    resp = h.send("BrokerHeartbeat", body)
+    assert resp["is_fenced"]
+    p = h.partition("t")
+    assert (p.leader, p.isr) == (2, (2, 3))
+    body["current_metadata_offset"] = h.ctl.image.offset
+    assert h.send("BrokerHeartbeat", body)["is_fenced"]  # not unfenced while the dir is offline

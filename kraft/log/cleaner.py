@@ -377,8 +377,10 @@ class LogCleaner:
     @staticmethod
     def _write_group(snap: _Snapshot, group: list[int], ctx: _Pass) -> LogSegment:
         originals = [snap.segments[i] for i in group]
+        # Uncached (files=None): written on the cleaner's worker thread, which must not
+        # touch the trio thread's cache of open files.
         cleaned = LogSegment.create(snap.log.dir, originals[0].base_offset, snap.config, ctx.now,
-                                    CLEANED_SUFFIX)
+                                    CLEANED_SUFFIX, files=None)
         try:
             buf = bytearray()
             placed: list[tuple[int, BatchHeader]] = []

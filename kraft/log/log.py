@@ -62,6 +62,7 @@ from kraft.log.atomic import fsync_dir
 from kraft.log.batches import AppendInfo, parse_append, stamp_batches
 from kraft.log.config import LogConfig
 from kraft.log.errors import LogClosedError, LogError, OffsetOutOfRangeError
+from kraft.log.file_cache import SEGMENT_FILES, OpenFileCache
 from kraft.log.recovery import LoadResult, load_segments, remove_segment_files
 from kraft.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment, ReadResult
 from kraft.records.header import BatchHeader
@@ -90,8 +91,10 @@ class Log:
     """One partition's log.  Build with ``Log.open``; see the module docstring."""
 
     def __init__(self, directory: Path, config: LogConfig, clock: Callable[[], int],
-                 segments: list[LogSegment], log_start_offset: int, recovery_point: int):
+                 segments: list[LogSegment], log_start_offset: int, recovery_point: int,
+                 files: OpenFileCache | None = SEGMENT_FILES):
         self.dir = directory
+        self._files = files
         self.config = config
         self._clock = clock
         self._segments = segments
@@ -109,7 +112,8 @@ class Log:
     @classmethod
     def open(cls, directory: str | os.PathLike, config: LogConfig | None = None, *,
              clock: Callable[[], int] | None = None, recovery_point: int = 0,
-             log_start_offset: int | None = None, had_clean_shutdown: bool = False) -> Log:
+             log_start_offset: int | None = None, had_clean_shutdown: bool = False,
+             files: OpenFileCache | None = SEGMENT_FILES) -> Log:
         """Open (creating if needed) the log in ``directory``, recovering it if necessary.
 
         Args:
@@ -119,6 +123,8 @@ class Log:
                 segments from the one holding it are validated batch by batch.
             log_start_offset: the checkpointed log start offset, if any.
             had_clean_shutdown: the last close was clean, so nothing needs recovery.
+            files: the cache of open segment files (default: the process's; see
+                ``file_cache.py``).
         Raises:
             OSError: the directory or its files cannot be read or written.
         """
@@ -128,15 +134,16 @@ class Log:
         clock = clock or wall_clock_ms
         now = clock()
         result = load_segments(directory, config, now, recovery_point=recovery_point,
-                               had_clean_shutdown=had_clean_shutdown)
+                               had_clean_shutdown=had_clean_shutdown, files=files)
         created = not result.segments
         if created:
-            result.segments.append(LogSegment.create(directory, log_start_offset or 0, config, now))
+            result.segments.append(LogSegment.create(directory, log_start_offset or 0, config, now,
+                                                     files=files))
         segments = result.segments
         leo = segments[-1].next_offset()
         lso = max(log_start_offset or 0, segments[0].base_offset)
         rp = leo if had_clean_shutdown else min(recovery_point, leo)
-        log = cls(directory, config, clock, segments, lso, rp)
+        log = cls(directory, config, clock, segments, lso, rp, files)
         log.load_result = result
         log._dir_dirty = created or bool(result.deleted)
         if lso > leo:  # everything below the start offset is gone: start over there
@@ -268,7 +275,8 @@ class Log:
             remove_segment_files(old)
         else:
             old.on_become_inactive()
-        self._segments.append(LogSegment.create(self.dir, base_offset, self.config, now))
+        self._segments.append(LogSegment.create(self.dir, base_offset, self.config, now,
+                                                files=self._files))
         self._bases.append(base_offset)
         self._dir_dirty = True
 
@@ -371,7 +379,7 @@ class Log:
         now = self._clock()
         for seg in reversed(self._segments):
             self._discard(seg, now)
-        self._segments = [LogSegment.create(self.dir, offset, self.config, now)]
+        self._segments = [LogSegment.create(self.dir, offset, self.config, now, files=self._files)]
         self._bases = [offset]
         self._leo = self._lso = self._recovery_point = offset
         self._dir_dirty = True
@@ -483,7 +491,7 @@ class Log:
             os.replace(src, dst)
             step(f"rename {dst.name}")
         fsync_dir(self.dir)
-        seg = LogSegment.open_existing(self.dir, cleaned.base_offset, self.config, now)
+        seg = LogSegment.open_existing(self.dir, cleaned.base_offset, self.config, now, self._files)
         self._segments[first:first + len(old)] = [seg]
         self._bases[first:first + len(old)] = [seg.base_offset]
         return seg

@@ -29,6 +29,7 @@ from kraft.log.checkpoint import (
     TopicPartition,
 )
 from kraft.log.config import LogConfig
+from kraft.log.file_cache import SEGMENT_FILES, OpenFileCache
 from kraft.log.log import Log, wall_clock_ms
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -39,8 +40,10 @@ class LogDir:
     """The logs of one ``log.dirs`` entry, their checkpoints and clean-shutdown marker."""
 
     def __init__(self, path: Path, config_for: Callable[[TopicPartition], LogConfig],
-                 clock: Callable[[], int], had_clean_shutdown: bool):
+                 clock: Callable[[], int], had_clean_shutdown: bool,
+                 files: OpenFileCache | None = SEGMENT_FILES):
         self.path = path
+        self.files = files
         self.logs: dict[TopicPartition, Log] = {}
         self.had_clean_shutdown = had_clean_shutdown
         self._config_for = config_for
@@ -51,11 +54,13 @@ class LogDir:
     @classmethod
     def open(cls, path: str | os.PathLike,
              config: LogConfig | Callable[[TopicPartition], LogConfig] | None = None, *,
-             clock: Callable[[], int] | None = None) -> LogDir:
+             clock: Callable[[], int] | None = None,
+             files: OpenFileCache | None = SEGMENT_FILES) -> LogDir:
         """Open every partition log under ``path``.
 
         Args:
             config: one LogConfig for all logs, or a function giving each partition's.
+            files: the cache of open segment files (default: the process's).
         Raises:
             CheckpointError: a checkpoint file is malformed.
         """
@@ -70,7 +75,7 @@ class LogDir:
             config_for = config
         marker = path / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
-        self = cls(path, config_for, clock or wall_clock_ms, clean)
+        self = cls(path, config_for, clock or wall_clock_ms, clean, files)
         recovery_points = self._recovery_points.read()
         log_starts = self._log_starts.read()
         for entry in sorted(os.scandir(path), key=lambda e: e.name):
@@ -82,7 +87,7 @@ class LogDir:
             self.logs[tp] = Log.open(
                 entry.path, config_for(tp), clock=self._clock,
                 recovery_point=recovery_points.get(tp, 0), log_start_offset=log_starts.get(tp),
-                had_clean_shutdown=clean,
+                had_clean_shutdown=clean, files=files,
             )
         if clean:  # from here on a crash is unclean again
             marker.unlink()
@@ -97,7 +102,8 @@ class LogDir:
         tp = TopicPartition(*tp)
         log = self.logs.get(tp)
         if log is None:
-            log = Log.open(self.path / tp.dir_name(), config or self._config_for(tp), clock=self._clock)
+            log = Log.open(self.path / tp.dir_name(), config or self._config_for(tp), clock=self._clock,
+                           files=self.files)
             log.flush()  # make the new directory and segment durable
             fsync_dir(self.path)
             self.logs[tp] = log

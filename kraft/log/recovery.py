@@ -30,6 +30,7 @@ from pathlib import Path
 from kraft.log.atomic import fsync_dir
 from kraft.log.config import LogConfig
 from kraft.log.errors import CorruptIndexError
+from kraft.log.file_cache import SEGMENT_FILES, OpenFileCache
 from kraft.log.scan import TornBatch, scan_file
 from kraft.log.segment import SWAP_SUFFIX, LogSegment, segment_name
 
@@ -149,14 +150,14 @@ def _next_offset(segment: LogSegment, result: LoadResult) -> int:
 
 
 def load_segments(directory: Path, config: LogConfig, now_ms: int, *, recovery_point: int,
-                  had_clean_shutdown: bool) -> LoadResult:
+                  had_clean_shutdown: bool, files: OpenFileCache | None = SEGMENT_FILES) -> LoadResult:
     """Open every segment in ``directory``, recovering those that may hold unflushed data.
 
     Returns the segments in offset order (possibly none) with what recovery did.  The last
     segment has its indexes loaded and its next offset known, ready to be appended to.
     """
     bases = _scan_directory(directory)
-    segments = [LogSegment.open_existing(directory, b, config, now_ms) for b in bases]
+    segments = [LogSegment.open_existing(directory, b, config, now_ms, files) for b in bases]
     result = LoadResult(segments)
     if not segments:
         return result

@@ -3,7 +3,9 @@
 A segment knows byte positions and relative offsets; the ``Log`` above it knows which
 segment is active, the log start/end offsets and the recovery point.  Inactive segments
 open their file and load their indexes lazily, so opening a log with many segments touches
-only the last one.
+only the last one.  The ``.log`` descriptor is held through a bounded cache
+(``file_cache.py``): it may be closed when unused and is reopened on the next use, so a
+node's open files do not grow with its partitions.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from kraft.log.atomic import write_fully
 from kraft.log.config import INT32_MAX, LogConfig
 from kraft.log.errors import CorruptIndexError
+from kraft.log.file_cache import SEGMENT_FILES, OpenFileCache
 from kraft.log.index import OffsetIndex, TimeIndex
 from kraft.log.scan import TornBatch, iter_buffer, scan_file
 from kraft.records.header import BatchHeader
@@ -57,7 +60,7 @@ class LogSegment:
     """A segment's files and in-memory state.  Not thread-safe; owned by one ``Log``."""
 
     def __init__(self, directory: Path, base_offset: int, config: LogConfig, created_ms: int, size: int,
-                 suffix: str = ""):
+                 suffix: str = "", files: OpenFileCache | None = SEGMENT_FILES):
         self.base_offset = base_offset
         self.log_path = directory / (segment_name(base_offset, LOG_SUFFIX) + suffix)
         self.offset_index = OffsetIndex(
@@ -72,6 +75,8 @@ class LogSegment:
         self.size = size
         self.created_ms = created_ms
         self._fd: int | None = None
+        self._files = files  # None: the descriptor is this segment's own, never evicted
+        self.pins = 0  # > 0 while a generator reads through the descriptor: not evicted
         self._next_offset: int | None = base_offset if size == 0 else None
         self._max_ts: tuple[int, int] | None = (-1, -1) if size == 0 else None
         self._rolling_base_ts: int | None = None
@@ -81,27 +86,47 @@ class LogSegment:
     # -- construction ----------------------------------------------------------------
     @classmethod
     def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int,
-               suffix: str = "") -> LogSegment:
+               suffix: str = "", files: OpenFileCache | None = SEGMENT_FILES) -> LogSegment:
         """A new, empty segment (any stale files of that name are emptied).  ``suffix``
         (e.g. ``.cleaned``) is appended to every file name: the log cleaner's scratch
-        segments."""
-        seg = cls(directory, base_offset, config, now_ms, 0, suffix)
+        segments.  ``files`` is the cache holding its descriptor (None: uncached)."""
+        seg = cls(directory, base_offset, config, now_ms, 0, suffix, files)
         seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        if files is not None:
+            files.opened(seg)
         seg.offset_index.reset()
         seg.time_index.reset()
         seg.needs_fsync = True
         return seg
 
     @classmethod
-    def open_existing(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+    def open_existing(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int,
+                      files: OpenFileCache | None = SEGMENT_FILES) -> LogSegment:
         path = directory / segment_name(base_offset, LOG_SUFFIX)
-        return cls(directory, base_offset, config, now_ms, path.stat().st_size)
+        return cls(directory, base_offset, config, now_ms, path.stat().st_size, files=files)
 
     @property
     def fd(self) -> int:
-        if self._fd is None:
-            self._fd = os.open(self.log_path, os.O_RDWR)
-        return self._fd
+        """The ``.log`` descriptor, opened (again) if needed.  Valid until the next file is
+        opened through the same cache: use it at once, or pin the segment."""
+        fd = self._fd
+        if fd is None:
+            fd = self._fd = os.open(self.log_path, os.O_RDWR)
+            if self._files is not None:
+                self._files.opened(self)
+        elif self._files is not None:
+            self._files.used(self)
+        return fd
+
+    @property
+    def is_open(self) -> bool:
+        return self._fd is not None
+
+    def evict_fd(self) -> None:
+        """Called by the cache: close the descriptor, to be reopened on next use."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
@@ -314,9 +339,13 @@ class LogSegment:
         if start_offset is not None:
             self.ensure_indexes()
             _, pos = self.offset_index.lookup(start_offset)
-        for p, h in scan_file(self.fd, pos, self.size, check_crc=False):
-            if start_offset is None or h.last_offset >= start_offset:
-                yield p, h
+        self.pins += 1  # the caller may open other files between two batches
+        try:
+            for p, h in scan_file(self.fd, pos, self.size, check_crc=False):
+                if start_offset is None or h.last_offset >= start_offset:
+                    yield p, h
+        finally:
+            self.pins -= 1
 
     # -- truncation, flush, close ------------------------------------------------------
     def truncate_to(self, offset: int) -> int | None:
@@ -360,6 +389,8 @@ class LogSegment:
 
     def close_fd(self) -> None:
         if self._fd is not None:
+            if self._files is not None:
+                self._files.closed(self)
             os.close(self._fd)
             self._fd = None
 

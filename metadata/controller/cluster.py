@@ -13,6 +13,9 @@ written: a broker that has not heartbeated for ``broker.session.timeout.ms`` is 
 ``tick`` (FenceBrokerRecord), leaving every ISR and handing its leaderships on.  A new
 active controller gives every broker a fresh session.
 
+A broker whose log directory failed names it in the heartbeat's offline_log_dirs: kraft
+brokers host one log directory, so it is fenced (and stays fenced) as if it asked to be.
+
 A broker that wants to shut down enters controlled shutdown
 (BrokerRegistrationChangeRecord): it leaves the ISRs and its leaderships move to other
 ISR members.  A later heartbeat answers should_shut_down (and fences it) once it leads
@@ -114,14 +117,17 @@ def broker_heartbeat(ctl: "QuorumController", txn: Txn, version: int, req: dict,
     ctl.touch(broker_id, now_ms, req["current_metadata_offset"])
     unclean = ctl.config.unclean_leader_election_enable
     caught_up = req["current_metadata_offset"] >= b.epoch
+    # kraft brokers host one log directory: when it is offline, so is every replica of the
+    # broker, which then leaves every ISR and leadership as if fenced.
+    want_fence = req["want_fence"] or bool(req.get("offline_log_dirs"))
     should_shut_down = False
     if b.fenced:
         if req["want_shut_down"]:
             should_shut_down = True  # a fenced broker leads nothing: it may go at once
-        elif caught_up and not req["want_fence"] and not b.in_controlled_shutdown:
+        elif caught_up and not want_fence and not b.in_controlled_shutdown:
             txn.add(make("UnfenceBrokerRecord", id=broker_id, epoch=b.epoch))
             txn.add(*elect_leaderless(txn.image, broker_id, unclean))
-    elif req["want_fence"]:
+    elif want_fence:
         fence(txn, b, unclean)
     elif req["want_shut_down"] or b.in_controlled_shutdown:
         before = len(txn.records)

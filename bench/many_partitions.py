@@ -1,0 +1,190 @@
+"""Many partitions under a small open files limit (issue 15): 3 combined nodes started
+under ``ulimit -n`` (default 4096) host TOPICS x PARTITIONS partitions at RF 3, created
+with confluent-kafka's admin client; then every partition must have a leader, one
+message produced to each must be acknowledged (acks=all) and read back.
+
+Prints: creation time, open descriptors and RSS per node, quorum leader/epoch before and
+after, produce and consume counts.  Exits non-zero when a node died or a check failed.
+
+    python3 bench/many_partitions.py                    # 20 topics x 1000, ulimit 4096
+    python3 bench/many_partitions.py --topics 2 --partitions 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from cluster_helpers import describe_quorum, request, start_cluster, wait_until  # noqa: E402
+
+from kraft.local_cluster import LocalCluster  # noqa: E402
+
+
+def node_stats(cluster: LocalCluster) -> dict[int, tuple[int, int]]:
+    """node id -> (open descriptors, RSS in MiB)."""
+    out = {}
+    for node_id, node in cluster.nodes.items():
+        if not node.running:
+            out[node_id] = (-1, -1)
+            continue
+        pid = node.process.pid
+        fds = len(os.listdir(f"/proc/{pid}/fd"))
+        rss_kb = 0
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    rss_kb = int(line.split()[1])
+        out[node_id] = (fds, rss_kb // 1024)
+    return out
+
+
+def quorum(cluster: LocalCluster) -> dict[int, tuple[int, int] | None]:
+    out = {}
+    for node_id in cluster.nodes:
+        q = describe_quorum(cluster, node_id)
+        out[node_id] = (q["leader_id"], q["leader_epoch"]) if q else None
+    return out
+
+
+def metadata(cluster: LocalCluster, topics: list[str]) -> list[dict]:
+    for node in cluster.nodes.values():
+        if not node.running:
+            continue
+        try:
+            md = request(node.host, node.broker_port, "Metadata", 12,
+                         {"topics": [{"name": t} for t in topics]}, timeout_s=60)
+            return md["topics"]
+        except Exception:  # noqa: BLE001 - try the next node
+            continue
+    return []
+
+
+def all_led(cluster: LocalCluster, topics: list[str], per_topic: int) -> tuple[int, int]:
+    """(partitions with a leader, partitions known) across ``topics``."""
+    led = known = 0
+    for t in metadata(cluster, topics):
+        parts = t["partitions"] if t["error_code"] == 0 else []
+        known += len(parts)
+        led += sum(1 for p in parts if p["leader_id"] >= 0)
+    return led, known
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--topics", type=int, default=20)
+    ap.add_argument("--partitions", type=int, default=1000, help="partitions per topic")
+    ap.add_argument("--nofile", type=int, default=4096, help="ulimit -n for the nodes (soft and hard)")
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds to wait for every leader")
+    args = ap.parse_args()
+
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    # As `ulimit -n N`: both limits, inherited by the nodes started below.
+    resource.setrlimit(resource.RLIMIT_NOFILE, (args.nofile, args.nofile))
+    base = Path(args.data_dir or tempfile.mkdtemp(prefix="kraft-many-"))
+    total = args.topics * args.partitions
+    topics = [f"many{i:02d}" for i in range(args.topics)]
+    print(f"{args.topics} topics x {args.partitions} partitions x RF 3 = {total} partitions, "
+          f"{total} replicas per node, ulimit -n {args.nofile}, data in {base}", flush=True)
+    failures = []
+    with LocalCluster(base, controllers=3) as cluster:
+        try:
+            start_cluster(cluster)
+            print(f"started: quorum {quorum(cluster)}; fds/RSS(MiB) {node_stats(cluster)}", flush=True)
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+            t0 = time.monotonic()
+            retries = 0
+            for name in topics:
+                while True:  # as Kafka's Java admin client retries a controller change
+                    fs = admin.create_topics([NewTopic(name, num_partitions=args.partitions,
+                                                       replication_factor=3)], request_timeout=300)
+                    try:
+                        fs[name].result(600)
+                        break
+                    except KafkaException as exc:
+                        code = exc.args[0].code()
+                        if code == KafkaError.TOPIC_ALREADY_EXISTS and retries:
+                            break
+                        if code not in (KafkaError.NOT_CONTROLLER, KafkaError.REQUEST_TIMED_OUT,
+                                        KafkaError._TIMED_OUT):
+                            raise
+                        retries += 1
+                        print(f"  {name}: {exc.args[0].name()}, retrying", flush=True)
+                        time.sleep(1)
+                print(f"  {name} created at {time.monotonic() - t0:.1f}s; fds/RSS {node_stats(cluster)}; "
+                      f"quorum {quorum(cluster)}", flush=True)
+            created_s = time.monotonic() - t0
+            deadline = time.monotonic() + args.timeout
+            led = known = 0
+            while time.monotonic() < deadline:
+                led, known = all_led(cluster, topics, args.partitions)
+                if led == total or not all(n.running for n in cluster.nodes.values()):
+                    break
+                time.sleep(2)
+            led_s = time.monotonic() - t0
+            print(f"created in {created_s:.1f}s ({retries} CreateTopics retries); {led}/{total} partitions led after {led_s:.1f}s", flush=True)
+            if led != total:
+                failures.append(f"only {led}/{total} partitions led")
+            time.sleep(5)  # let replica fetchers settle before measuring
+            stats = node_stats(cluster)
+            print(f"fds/RSS(MiB) per node: {stats}; quorum {quorum(cluster)}", flush=True)
+
+            producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                                 "enable.idempotence": True, "linger.ms": 50,
+                                 "message.timeout.ms": 300000})
+            acked = []
+            t1 = time.monotonic()
+            for name in topics:
+                for p in range(args.partitions):
+                    producer.produce(name, value=f"{name}/{p}".encode(), partition=p,
+                                     on_delivery=lambda err, msg: err is None and acked.append(msg.value()))
+                    if p % 200 == 0:
+                        producer.poll(0)
+            producer.flush(600)
+            print(f"produced {len(acked)}/{total} acks=all in {time.monotonic() - t1:.1f}s", flush=True)
+            if len(acked) != total:
+                failures.append(f"only {len(acked)}/{total} produced")
+
+            consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "many",
+                                 "enable.auto.commit": False})
+            consumer.assign([TopicPartition(name, p, 0) for name in topics for p in range(args.partitions)])
+            seen = set()
+            t2 = time.monotonic()
+            while len(seen) < len(acked) and time.monotonic() - t2 < 600:
+                for msg in consumer.consume(1000, 1.0):
+                    if not msg.error():
+                        seen.add(msg.value())
+            consumer.close()
+            print(f"consumed {len(seen)}/{len(acked)} in {time.monotonic() - t2:.1f}s", flush=True)
+            if seen != set(acked):
+                failures.append(f"consumed {len(seen)} of {len(acked)}")
+            stats = node_stats(cluster)
+            print(f"after produce/consume: fds/RSS(MiB) per node: {stats}; quorum {quorum(cluster)}", flush=True)
+            dead = [i for i, n in cluster.nodes.items() if not n.running]
+            if dead:
+                failures.append(f"nodes {dead} died")
+            if any(fds > args.nofile // 2 for fds, _ in stats.values()):
+                failures.append("a node holds more than half its descriptor limit")
+        finally:
+            cluster.stop_all(timeout_s=120)
+    for node in cluster.nodes.values():
+        text = node.log_path.read_text(errors="replace")
+        for needle in ("Too many open files", "Traceback"):
+            if needle in text:
+                failures.append(f"node {node.node_id}: {needle!r} in {node.log_path}")
+    print("OK" if not failures else "FAILED: " + "; ".join(failures), flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
