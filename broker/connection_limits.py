@@ -9,17 +9,39 @@ SocketServer).
 * ``connections.max.idle.ms``: a connection with nothing in flight that sends nothing for
   that long is closed, so half-sent frames and forgotten sockets give their memory back.
 
+Beyond Kafka: ``max.connections`` never exceeds what the open files limit leaves after the
+segment file cache (``kraft.log.open.files.max``) and a reserve, split between the node's
+two servers.  Kafka's default is unlimited, and a flood of connections then takes the
+descriptors its logs need, which fails the log directory; here the flood waits in the
+backlog and the logs keep their files.
+
 ``ConnectionQuotas`` only counts; ``broker.network`` applies it.
 """
 
 from __future__ import annotations
 
+import logging
+import resource
 from collections import Counter
 from dataclasses import dataclass, field
 
 import trio
 
 UNLIMITED = 2**31 - 1
+# Descriptors kept for everything but client connections and segment files: the metadata
+# log and its snapshots, checkpoints being rewritten, the node's own connections to its peers.
+RESERVED_FDS = 512
+MIN_CONNECTIONS = 64
+
+log = logging.getLogger(__name__)
+
+
+def connections_the_files_allow(segment_files_max: int) -> int:
+    """The connections one of a node's two servers may hold within the open files limit."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return UNLIMITED
+    return max(MIN_CONNECTIONS, (soft - segment_files_max - RESERVED_FDS) // 2)
 
 
 @dataclass(frozen=True)
@@ -31,7 +53,12 @@ class ConnectionLimits:
 
     @classmethod
     def from_config(cls, config) -> "ConnectionLimits":
-        return cls(max_connections=config["max.connections"],
+        allowed = connections_the_files_allow(config["kraft.log.open.files.max"])
+        if allowed < config["max.connections"]:
+            log.info("max.connections: at most %d on each listener, what the open files limit "
+                     "leaves after kraft.log.open.files.max (%d) and %d in reserve",
+                     allowed, config["kraft.log.open.files.max"], RESERVED_FDS)
+        return cls(max_connections=min(config["max.connections"], allowed),
                    max_connections_per_ip=config["max.connections.per.ip"],
                    per_ip_overrides=parse_per_ip_overrides(config["max.connections.per.ip.overrides"]),
                    idle_timeout_s=config["connections.max.idle.ms"] / 1000)

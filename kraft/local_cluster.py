@@ -93,8 +93,9 @@ class LocalCluster:
     def __init__(self, base_dir: str | os.PathLike, *, controllers: int = 3, brokers: int = 0,
                  host: str = "127.0.0.1", hosts: list[str] | None = None,
                  first_broker_port: int | None = None, overrides: dict[str, str] | None = None,
-                 cluster_id: str | None = None):
+                 cluster_id: str | None = None, open_files_limit: int | None = None):
         self.base_dir = Path(base_dir)
+        self.open_files_limit = open_files_limit  # `ulimit -n` for every node (soft and hard)
         self.cluster_id = cluster_id or new_uuid_string()
         self.overrides = dict(overrides or {})
         self.nodes: dict[int, NodeSpec] = {}
@@ -183,9 +184,15 @@ class LocalCluster:
                 [sys.executable, "-m", "cli.main", "start", str(node.config_path), *extra_args],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,  # Ctrl-C in a terminal reaches the supervisor only
+                preexec_fn=self._limit_open_files if self.open_files_limit else None,
             )
         finally:
             log.close()
+
+    def _limit_open_files(self) -> None:  # in the child, before exec
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files_limit, self.open_files_limit))
 
     def start_all(self) -> None:
         for node_id in self.nodes:

@@ -197,3 +197,60 @@ def test_a_node_applies_the_limits_from_server_properties(make_cluster):
     assert "max.connections.per.ip (2) reached" in log
     assert "socket.request.max.bytes" in log and "idle for connections.max.idle.ms" in log
     cluster.stop_all()
+
+
+def test_a_connection_flood_leaves_the_logs_their_descriptors(make_cluster):
+    """With Kafka's default max.connections (unlimited), 2,500 idle connections against a node
+    whose open files limit is 2,048 would take the descriptors its checkpoints and segments
+    need, and the log directory would fail.  The node holds at most what its limit leaves
+    (here (2048 - 256 - 512) / 2 = 640); the rest wait in the backlog, and the logs go on."""
+    import resource
+
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    flood_size = 2500
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < flood_size + 500:
+        if hard != resource.RLIM_INFINITY and hard < flood_size + 500:
+            pytest.skip(f"this process may open only {hard} files")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (flood_size + 500, hard))
+    cluster = start_cluster(make_cluster(controllers=1, brokers=0, open_files_limit=2048, overrides=fast_overrides(**{
+        "kraft.log.open.files.max": "256", "replica.high.watermark.checkpoint.interval.ms": "200"})))
+    node = cluster.brokers[0]
+    bootstrap = cluster.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("kept", 1, 1)])["kept"].result(30)
+
+    def produce(first: int) -> None:
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        for i in range(first, first + 50):
+            producer.produce("kept", b"%d" % i)
+        assert producer.flush(30) == 0
+
+    produce(0)
+    flood = []
+    for _ in range(flood_size):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex((node.host, node.broker_port))
+        flood.append(s)
+    time.sleep(3)  # checkpoints are rewritten every 200 ms meanwhile
+    for s in flood:
+        s.close()
+    assert node.process.poll() is None
+    produce(50)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "enable.auto.commit": False})
+    consumer.assign([TopicPartition("kept", 0, 0)])
+    seen = []
+    deadline = time.monotonic() + 30
+    while len(seen) < 100 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            seen.append(int(msg.value()))
+    consumer.close()
+    assert seen == list(range(100))
+    log = node.log_path.read_text()
+    assert "Too many open files" not in log
+    assert "max.connections: at most 640 on each listener" in log
+    cluster.stop_all()

@@ -119,7 +119,9 @@ def read_frame(sock) -> bytes:
     return payload
 
 
-async def test_a_failing_deferred_answer_closes_the_connection():
+async def test_a_failing_deferred_answer_costs_its_request():
+    """UNKNOWN_SERVER_ERROR where the response has a top-level error code (ApiVersions); the
+    connection closes where it has none (Metadata)."""
     async def handler(request):
         async def finish():
             raise RuntimeError("a bug")
@@ -129,5 +131,10 @@ async def test_a_failing_deferred_answer_closes_the_connection():
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(KafkaConnection(server, handler).serve)
-            await client.send_all(api_versions_request(1))
+            await client.send_all(api_versions_request(1) + rpc.encode_request("Metadata", 1, 2, {"topics": []}))
+            decoder = FrameDecoder()
+            while (payload := decoder.next_frame()) is None:
+                decoder.receive_data(await client.receive_some(1000))
+            cid, body = rpc.decode_response("ApiVersions", 0, payload)
+            assert (cid, body["error_code"]) == (1, ErrorCode.UNKNOWN_SERVER_ERROR)
             assert await client.receive_some(10) == b""
