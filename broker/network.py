@@ -124,7 +124,7 @@ class KafkaConnection:
             log.info("closing connection from %s: %s", self.peer, exc)
             return False
         except ProtocolError as exc:
-            log.info("closing connection from %s: malformed request: %s", self.peer, exc)
+            log.info("closing connection from %s: malformed %s: %s", self.peer, _describe(payload), exc)
             return False
         try:
             body = await self.handler(request)
@@ -194,6 +194,16 @@ class KafkaConnection:
                     self._unsent -= 1
         except _GONE:
             connection.cancel()  # the peer is gone: stop reading too
+
+
+def _describe(payload: bytes) -> str:
+    """What a request that could not be parsed says it is, for the log."""
+    try:
+        api_key, version, correlation_id = rpc.peek_header(payload)
+    except ProtocolError:
+        return f"request of {len(payload)} bytes"
+    api = rpc.API_NAMES.get(api_key, f"api key {api_key}")
+    return f"{api} v{version} request (correlation id {correlation_id})"
 
 
 def _encode(request: rpc.Request, body: dict) -> bytes:
