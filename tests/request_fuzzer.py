@@ -79,7 +79,7 @@ class RequestFuzzer:
         if f.key == "acks":
             return rng.choice((-1, 0, 1, 1, -1, 2, -2))
         if f.key in _SIZE_FIELDS:  # small, or past Kafka's 10,000-records-per-request limit
-            return rng.choice((-1, 0, 1, 2, 3, 10, 10_001, hi))
+            return rng.choice((-1, 0, 1, 2, 3, 10, 20_001, hi))
         roll = rng.random()
         if roll < 0.35:
             return rng.choice((0, 0, 1, -1, 2, 3)) if lo < 0 else rng.choice((0, 1, 2, 3))
