@@ -261,10 +261,10 @@ def main(argv=None) -> None:
     if args.node is not None:
         import logging
 
-        import trio
+        from kraft.trio_run import run_trio
 
         logging.basicConfig(level=logging.WARNING)
-        trio.run(voter_main, args)
+        run_trio(voter_main, args)
         return
     result = run(args.engine, args.seconds, args.concurrency, args.batch_records, args.record_size,
                  args.max_proposals, args.dir)

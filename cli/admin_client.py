@@ -10,6 +10,7 @@ import trio
 from kraft.client import KafkaClient, NodeUnavailable
 from kraft.protocol import codec, rpc
 from kraft.protocol.error_codes import ErrorCode
+from kraft.trio_run import run_trio
 
 
 class AdminError(Exception):
@@ -46,7 +47,7 @@ class AdminClient:
         self._address: tuple[str, int] | None = None
 
     def call(self, api: str, body: dict, version: int | None = None, address=None) -> dict:
-        return trio.run(self._call, api, body, version, address)
+        return run_trio(self._call, api, body, version, address)
 
     async def _call(self, api, body, version, address):
         async with trio.open_nursery() as nursery:

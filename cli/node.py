@@ -32,6 +32,7 @@ from kraft.raft.config import RaftConfig
 from kraft.raft.disk import RaftStorage
 from kraft.raft.driver import PeerAddress, RaftDriver
 from kraft.server_config import ServerConfig
+from kraft.trio_run import run_trio
 from metadata.controller import ControllerConfig, QuorumController
 from metadata.controller_server import ControllerServer
 
@@ -282,4 +283,4 @@ def setup_logging(node_id: int, level: str = "INFO") -> None:
 
 
 def run(config: ServerConfig, cluster_id: str) -> None:
-    trio.run(Node(config, cluster_id).run)
+    run_trio(Node(config, cluster_id).run)

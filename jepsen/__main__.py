@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 
 import click
 
 from jepsen.checkers import linear
 
+# pyproject.toml's `jepsen` extra, module -> distribution: Parquet histories (pyarrow), the
+# Spark checkers (pyspark), the plots of index.html (matplotlib), `--client kafka-python`.
+# Each is imported only where it is used, deep in a run: without this check a run would
+# start a cluster, lose its Parquet history, plots and index.html, and still print the path.
+JEPSEN_EXTRA = {"pyarrow": "pyarrow", "pyspark": "pyspark", "matplotlib": "matplotlib",
+                "kafka": "kafka-python"}
+
+
+def missing_jepsen_extra() -> list[str]:
+    """The distributions of the `jepsen` extra that cannot be imported here."""
+    return [dist for module, dist in JEPSEN_EXTRA.items()
+            if importlib.util.find_spec(module) is None]
+
 
 @click.group()
 def main() -> None:
     """Jepsen-style fault injection for kraft."""
+    missing = missing_jepsen_extra()
+    if missing:
+        click.echo(f"python -m jepsen needs kraft's `jepsen` extra ({', '.join(missing)} "
+                   "not installed): pip install -e '.[jepsen]'", err=True)
+        sys.exit(2)
 
 
 @main.command()

@@ -328,8 +328,8 @@ def run_test(opts: TestOptions, spark: Any = None) -> RunResult:
         say(f"cluster ready in {marks['topics-s']:.1f}s")
         phase = _Phase(opts, hosts, cluster, workload, recorder, say)
         steps = phase.steps
-        import trio
-        summary["drain"] = trio.run(phase.main)
+        from kraft.trio_run import run_trio
+        summary["drain"] = run_trio(phase.main)
         summary["ops-per-s"] = phase.ops_per_s
     except RunError as exc:
         error = str(exc)

@@ -12,6 +12,7 @@ import trio
 
 from kraft.client import KafkaClient, NodeUnavailable
 from kraft.local_cluster import LocalCluster
+from kraft.trio_run import run_trio
 
 
 def request(host: str, port: int, api: str, version: int, body: dict, timeout_s: float = 5.0) -> dict:
@@ -26,7 +27,7 @@ def request(host: str, port: int, api: str, version: int, body: dict, timeout_s:
                 await client.aclose()
                 nursery.cancel_scope.cancel()
 
-    return trio.run(main)
+    return run_trio(main)
 
 
 def describe_quorum(cluster: LocalCluster, node_id: int) -> dict | None:

@@ -1,10 +1,22 @@
+import functools
 import os
 from pathlib import Path
 
 import pytest
+import trio
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC_DIR = Path(os.environ.get("KRAFT_KAFKA_SPEC", REPO.parent / "shared" / "kafka-spec"))
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-trio's trio_mode has marked the async tests
+def pytest_collection_modifyitems(config, items):
+    """Async tests run with strict exception groups on every trio version, as kraft itself
+    does (kraft.trio_run): pytest-trio's plain trio.run is strict only from trio 0.25 on."""
+    strict_run = functools.partial(trio.run, strict_exception_groups=True)
+    for item in items:
+        if item.get_closest_marker("trio") is not None:
+            item.add_marker(pytest.mark.trio(run=strict_run), append=False)
 
 
 @pytest.fixture

@@ -58,6 +58,22 @@ def _cli(*args, timeout=170):
                           capture_output=True, text=True, timeout=timeout)
 
 
+def test_without_the_jepsen_extra_a_run_refuses_up_front(tmp_path):
+    # `pip install -e .` without `[jepsen]`: matplotlib (as any module of the extra) cannot
+    # be imported.  The run must say which extra to install before it starts anything, not
+    # run a cluster and then print the path of an index.html it could not write.
+    hide = "import sys; sys.modules['matplotlib'] = None; sys.argv[0] = 'jepsen'; "
+    run = "import runpy; runpy.run_module('jepsen', run_name='__main__')"
+    p = subprocess.run([sys.executable, "-c", hide + run, "test", "--nodes", "1",
+                        "--time-limit", "1", "--no-spark", "--store", str(tmp_path)],
+                       cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr[-4000:]
+    assert "matplotlib" in p.stderr and "pip install -e '.[jepsen]'" in p.stderr
+    assert "index.html" not in p.stdout + p.stderr
+    assert list(tmp_path.iterdir()) == []  # no run was started
+
+
 def test_one_short_real_run_is_valid(tmp_path):
     started = time.monotonic()
     p = _cli("test", "--nodes", "3", "--time-limit", "8", "--nemesis", "kill", "--rate", "50",

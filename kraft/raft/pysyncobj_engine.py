@@ -335,7 +335,7 @@ class PySyncObjEngine:
         so = self._so
         if so is not None:
             with trio.move_on_after(timeout_s):
-                await trio.to_thread.run_sync(so.destroy_synchronous, cancellable=True)
+                await trio.to_thread.run_sync(so.destroy_synchronous, abandon_on_cancel=True)
 
     def describe_quorum(self) -> dict:
         now = clock.wall_ms()
