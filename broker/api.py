@@ -171,9 +171,20 @@ class BrokerApi:
             topics.append({"error_code": 0, "name": name, "topic_id": topic.id,
                            "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
                            "topic_authorized_operations": -2147483648})
-        controller_id = min(alive) if alive else -1
-        return {"brokers": brokers, "cluster_id": self.cluster_id, "controller_id": controller_id,
+        return {"brokers": brokers, "cluster_id": self.cluster_id, "controller_id": self._controller_id(alive),
                 "topics": topics, "cluster_authorized_operations": -2147483648}
+
+    def _controller_id(self, alive: set[int]) -> int:
+        """The "controller" named to clients, which send it their admin requests: in KRaft any
+        broker will do (it forwards them to the active controller; Kafka names a random
+        live one).  This broker itself when live: the client has just reached it, and knows
+        it from this very response.  kafka-python's admin client asks for the controller
+        with a Metadata of its own and then sends to that id through the broker list of an
+        earlier Metadata, so naming another broker that became live in between failed its
+        create_topics with UnknownBrokerIdError while a cluster was starting."""
+        if self.config.node_id in alive:
+            return self.config.node_id
+        return min(alive) if alive else -1
 
     def _auto_create(self, name: str) -> None:
         if name in INTERNAL_TOPICS:  # never as a plain topic: Kafka gives them their settings
@@ -204,7 +215,7 @@ class BrokerApi:
             if e is not None:
                 brokers.append({"broker_id": b.id, "host": e.host, "port": e.port, "rack": b.rack})
         return {"error_code": 0, "error_message": None, "endpoint_type": 1, "cluster_id": self.cluster_id,
-                "controller_id": min((b["broker_id"] for b in brokers), default=-1), "brokers": brokers,
+                "controller_id": self._controller_id({b["broker_id"] for b in brokers}), "brokers": brokers,
                 "cluster_authorized_operations": -2147483648}
 
     def describe_configs(self, body: dict) -> dict:
