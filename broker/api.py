@@ -28,6 +28,9 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "DescribeQuorum": (0, 2), "DescribeLogDirs": (0, 4),
 }
 FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "DescribeQuorum"}
+# Answered before the broker is ready: clients send it first, and it tells only what this
+# broker speaks, which is true from the start.  Everything else waits for readiness.
+ANSWERED_BEFORE_READY = frozenset({"ApiVersions"})
 PRODUCER_ID_BLOCK = 1000
 
 
@@ -38,7 +41,7 @@ def supported_versions(apis: dict[str, tuple[int, int]]) -> dict[int, Versions]:
 class BrokerApi:
     def __init__(self, config: ServerConfig, cluster_id: str, metadata: MetadataListener,
                  data_path: DataPath, channel: ControllerChannel, nursery: trio.Nursery,
-                 groups=None, coordinators=None, broker_epoch=lambda: -1):
+                 groups=None, coordinators=None, broker_epoch=lambda: -1, ready: trio.Event | None = None):
         self.config = config
         self.cluster_id = cluster_id
         self.metadata = metadata
@@ -48,6 +51,10 @@ class BrokerApi:
         self.groups = groups  # GroupCoordinatorService
         self.coordinators = coordinators  # CoordinatorLocator
         self._broker_epoch = broker_epoch
+        if ready is None:
+            ready = trio.Event()
+            ready.set()
+        self.ready = ready  # set once, when this broker may serve clients (cli.node)
         apis = dict(BROKER_APIS)
         if groups is not None:
             from broker.group_service import GROUP_API_VERSIONS
@@ -61,6 +68,8 @@ class BrokerApi:
 
     async def handle(self, request: rpc.Request) -> dict | None:
         api, version, body = request.api, request.version, request.body
+        if not self.ready.is_set() and api not in ANSWERED_BEFORE_READY:
+            await self._until_ready(api, body)
         if api == "Produce":
             return await self.data.produce(body, version)
         if api == "Fetch":
@@ -91,6 +100,18 @@ class BrokerApi:
         if self.groups is not None and api in self.supported_names:
             return await self.groups.handle(api, version, body, client_id=request.header.client_id)
         raise AssertionError(f"{api} is advertised but has no handler")
+
+    async def _until_ready(self, api: str, body: dict) -> None:
+        """Hold a request that arrives before this broker is ready, as Kafka's broker reads
+        no request until it is: answered early, a Metadata names no broker and no
+        controller, and librdkafka waits for a controller until its request times out,
+        while a held request simply takes longer.  The wait is bounded by the request's
+        own timeout (30 s without one): past it the client has given up anyway, and an
+        answer from the state at hand frees the connection."""
+        with trio.move_on_after(_timeout_s(body)):
+            await self.ready.wait()
+            return
+        log.info("answering %s before this broker is ready", api)
 
     # ------------------------------------------------------------------ metadata
 
@@ -159,9 +180,20 @@ class BrokerApi:
             topics.append({"error_code": 0, "name": name, "topic_id": topic.id,
                            "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
                            "topic_authorized_operations": -2147483648})
-        controller_id = min(alive) if alive else -1
-        return {"brokers": brokers, "cluster_id": self.cluster_id, "controller_id": controller_id,
+        return {"brokers": brokers, "cluster_id": self.cluster_id, "controller_id": self._controller_id(alive),
                 "topics": topics, "cluster_authorized_operations": -2147483648}
+
+    def _controller_id(self, alive: set[int]) -> int:
+        """The "controller" named to clients, which send it their admin requests: in KRaft any
+        broker will do (it forwards them to the active controller; Kafka names a random
+        live one).  This broker itself when live: the client has just reached it, and knows
+        it from this very response.  kafka-python's admin client asks for the controller
+        with a Metadata of its own and then sends to that id through the broker list of an
+        earlier Metadata, so naming another broker that became live in between failed its
+        create_topics with UnknownBrokerIdError while a cluster was starting."""
+        if self.config.node_id in alive:
+            return self.config.node_id
+        return min(alive) if alive else -1
 
     def _auto_create(self, name: str) -> None:
         if name in INTERNAL_TOPICS:  # never as a plain topic: Kafka gives them their settings
@@ -192,7 +224,7 @@ class BrokerApi:
             if e is not None:
                 brokers.append({"broker_id": b.id, "host": e.host, "port": e.port, "rack": b.rack})
         return {"error_code": 0, "error_message": None, "endpoint_type": 1, "cluster_id": self.cluster_id,
-                "controller_id": min((b["broker_id"] for b in brokers), default=-1), "brokers": brokers,
+                "controller_id": self._controller_id({b["broker_id"] for b in brokers}), "brokers": brokers,
                 "cluster_authorized_operations": -2147483648}
 
     def describe_configs(self, body: dict) -> dict:

@@ -87,6 +87,7 @@ class Node:
         self.replicas: ReplicaManager | None = None
         self.lifecycle: BrokerLifecycle | None = None
         self.driver: RaftDriver | None = None
+        self.ready = trio.Event()  # the broker serves clients (Kafka: request processing enabled)
 
     def _own_host(self) -> str | None:
         hosts = {e.host for e in self.config.listeners if e.host}
@@ -164,7 +165,8 @@ class Node:
         self.replicas.leadership_listeners.append(follow_offsets_leadership)
         coordinators = CoordinatorLocator(config, self.replicas, channel, nursery, groups.partition_for)
         api = BrokerApi(config, self.cluster_id, self.metadata, data, channel, nursery, groups=groups,
-                        coordinators=coordinators, broker_epoch=lambda: self.lifecycle.broker_epoch)
+                        coordinators=coordinators, broker_epoch=lambda: self.lifecycle.broker_epoch,
+                        ready=self.ready)
         await nursery.start(groups.run)
         endpoint = config.broker_listeners[0]
         await nursery.start(functools.partial(
@@ -176,23 +178,27 @@ class Node:
                                          fetch_max_bytes=config["replica.fetch.response.max.bytes"],
                                          partition_max_bytes=config["replica.fetch.max.bytes"])
         nursery.start_soon(self.lifecycle.run)
-        nursery.start_soon(self._publish_when_caught_up)
+        nursery.start_soon(self._become_ready)
         nursery.start_soon(self.replicas.run_reconciler)
         nursery.start_soon(self.replicas.run_maintenance)
         nursery.start_soon(self.replicas.run_cleaner)
         nursery.start_soon(fetchers.run)
         nursery.start_soon(self._send_isr_proposals, channel)
 
-    async def _publish_when_caught_up(self) -> None:
+    async def _become_ready(self) -> None:
         """Hand the metadata image to the replica manager only once this broker has caught up
         with the log, as Kafka's broker waits for its initial catch-up: a restarting broker
         replays the whole metadata history, and acting on the stale leaderships in it (leading
-        an old epoch, truncating to an old leader's log) would serve or destroy data."""
+        an old epoch, truncating to an old leader's log) would serve or destroy data.  Then,
+        once it is unfenced, let the client requests held until now through (BrokerApi)."""
         await self.lifecycle.registered.wait()
         image = await self.metadata.wait_for(lambda img: img.offset >= self.lifecycle.broker_epoch)
         log.info("metadata caught up at offset %d: taking on partitions", image.offset)
         self.replicas.publish(image)
         self.metadata.subscribers.append(lambda previous, image: self.replicas.publish(image))
+        await self.metadata.wait_for(lambda _image: self.lifecycle.ready_to_serve())
+        log.info("ready: serving clients at metadata offset %d", self.metadata.image.offset)
+        self.ready.set()
 
     async def _send_isr_proposals(self, channel: ControllerChannel) -> None:
         replicas = self.replicas
