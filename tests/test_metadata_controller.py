@@ -318,7 +318,7 @@ def test_alter_partition_refuses_ineligible_replicas():
 def test_alter_partition_unknown_topic():
     h = _alter_harness()
     import uuid as _uuid
-    body = {"broker_id": 1, "broker_epoch": -1, "topics": [{"topic_id": _uuid.uuid4(), "partitions": [
+    body = {"broker_id": 1, "broker_epoch": h.ctl.image.broker(1).epoch, "topics": [{"topic_id": _uuid.uuid4(), "partitions": [
         {"partition_index": 0, "leader_epoch": 0, "partition_epoch": 0, "new_isr_with_epochs": []}]}]}
     resp = h.send("AlterPartition", body)
     assert resp["topics"][0]["partitions"][0]["error_code"] == E.UNKNOWN_TOPIC_ID
@@ -707,3 +707,13 @@ def test_a_broker_reporting_an_offline_log_dir_is_fenced_and_loses_its_leadershi
     assert (p.leader, p.isr) == (2, (2, 3))
     body["current_metadata_offset"] = h.ctl.image.offset
     assert h.send("BrokerHeartbeat", body)["is_fenced"]  # not unfenced while the dir is offline
+
+
+def test_broker_epoch_minus_one_is_no_wildcard():
+    """Anything that reaches the controller's port knows broker ids; only the broker knows its
+    epoch.  A heartbeat or AlterPartition with epoch -1 is STALE_BROKER_EPOCH, as in Kafka."""
+    h = _alter_harness()
+    resp = h.heartbeat(1, epoch=-1, want_fence=True)
+    assert resp["error_code"] == E.STALE_BROKER_EPOCH
+    assert not h.ctl.image.broker(1).fenced
+    assert _alter(h, broker_epoch=-1)[0] == E.STALE_BROKER_EPOCH

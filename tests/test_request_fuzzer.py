@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from cluster_helpers import fast_overrides, request, start_cluster
+from cluster_helpers import fast_overrides, request, start_cluster, wait_until
 from kraft.client import NodeUnavailable
 from request_fuzzer import FuzzSession, RequestFuzzer, advertised_apis, fuzz_topics
 
@@ -116,6 +116,10 @@ def fuzz_a_node(make_cluster, seeds: list[int], frames_per_seed: int, controller
     assert not failures, failures[:10]
     assert watcher.answers > 0 and not watcher.failures, watcher.failures[:5]
 
+    # Frames on the controller's port may legitimately disturb the cluster (a Vote or
+    # BeginQuorumEpoch of a later epoch, an UnregisterBroker): it must come back by itself.
+    wait_until(lambda: len(request(node.host, node.broker_port, "Metadata", 12, {"topics": []})["brokers"]) == 1,
+               timeout_s=30, what="the broker back in the cluster")
     # A new client works, and what was acknowledged before the run is still there.
     fresh = f"after-{uuid.uuid4().hex}"
     admin.create_topics([NewTopic(fresh, 1, 1)])[fresh].result(30)

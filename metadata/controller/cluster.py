@@ -38,10 +38,13 @@ if TYPE_CHECKING:
 
 
 def check_broker_epoch(txn: Txn, broker_id: int, epoch: int) -> BrokerRegistration:
+    """The broker's registration, when ``epoch`` is its current epoch.  -1 is no wildcard
+    (as in Kafka's KRaft controller): anything that can reach the controller's port could
+    otherwise fence, unfence or shrink the ISR of a broker it only knows the id of."""
     b = txn.image.broker(broker_id)
     if b is None:
         raise ApiError(ErrorCode.STALE_BROKER_EPOCH, f"no broker registration for broker {broker_id}")
-    if epoch != -1 and b.epoch != epoch:
+    if b.epoch != epoch:
         raise ApiError(ErrorCode.STALE_BROKER_EPOCH,
                        f"broker {broker_id} has epoch {b.epoch}, not {epoch}")
     return b
