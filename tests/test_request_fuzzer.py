@@ -180,4 +180,10 @@ def test_requests_the_fuzzer_found(make_cluster):
             break
         time.sleep(0.2)
     assert codes == [0]
+    # A quorum request with impossible values is INVALID_REQUEST, on the controller's port.
+    snap = request(node.host, node.controller_port, "FetchSnapshot", 1, {"replica_id": 5, "topics": [
+        {"name": "__cluster_metadata", "partitions": [{"partition": 0, "current_leader_epoch": 1,
+                                                       "snapshot_id": {"end_offset": 664, "epoch": -5},
+                                                       "position": 0}]}]})
+    assert snap["error_code"] == 42
     cluster.stop_all()

@@ -156,7 +156,7 @@ class RaftDriver:
         """Serve a quorum request from a peer; returns the wire response body."""
         try:
             src, request = wire.request_from_wire(api, body, self.config.voters)
-        except wire.NotRaftMessage as exc:
+        except (wire.NotRaftMessage, ValueError) as exc:  # ValueError: a message with impossible values
             return _error_response(api, Errors.INVALID_REQUEST, str(exc))
         if self.closed:
             return _error_response(api, Errors.NOT_LEADER_OR_FOLLOWER)
