@@ -17,6 +17,7 @@ REVIEWED = {
     ("Metadata", ".topics[].name"): "v10-11 cannot name a topic by id: INVALID_REQUEST with name ''",
     ("OffsetFetch", ".topics"): "null asks for every committed offset of the group",
     ("OffsetFetch", ".groups[].topics"): "null asks for every committed offset of the group",
+    ("DescribeLogDirs", ".results[].topics"): "null asks for every partition the broker hosts",
 }
 
 
