@@ -11,14 +11,14 @@ import pytest
 import trio
 import trio.testing
 
-from jepsen.hosts import LocalHosts, NodeConfig
+from jepsen.hosts import Hosts, LocalHosts, NodeConfig
 from jepsen.net import (PARTITION_SPECS, PacketBehavior, bisect, complete_grudge, grudge_components,
                         majorities_ring, majority, minority_third, netem_args, nft_ruleset,
                         DropRule, partition_grudge)
 from jepsen.nemesis import (FAULTS, RECOVER, ClockFiles, ClockNemesis, Compose, FileNemesis,
                             KillNemesis, Nemesis, Oracle, PartitionNemesis, PauseNemesis,
-                            ScheduleOptions, enabled_faults, fault_windows, make_nemesis, op,
-                            run_schedule, schedule, select_targets)
+                            ScheduleOptions, fault_windows, make_nemesis, op,
+                            run_schedule, schedule, select_targets, unsupported_faults)
 
 NODES = [1, 2, 3, 4, 5]
 
@@ -69,7 +69,11 @@ def test_primaries_each_alone_and_determinism():
         partition_grudge("primaries", NODES, random.Random(0), primaries=[])
     with pytest.raises(ValueError, match="unknown partition"):
         partition_grudge("bridge", NODES, random.Random(0))
-    for spec in PARTITION_SPECS[:-1]:
+    g = partition_grudge("leader", NODES, random.Random(0), primaries=[4])
+    assert grudge_components(g, NODES) == [[1, 2, 3, 5], [4]]
+    with pytest.raises(ValueError, match="leader"):
+        partition_grudge("leader", NODES, random.Random(0), primaries=[99])
+    for spec in set(PARTITION_SPECS) - {"primaries", "leader"}:
         assert (partition_grudge(spec, NODES, random.Random(5))
                 == partition_grudge(spec, NODES, random.Random(5)))
 
@@ -157,16 +161,17 @@ def test_schedule_options_and_errors():
     with pytest.raises(ValueError):
         schedule(1, ["meteor"], 10)
 
-    class Caps:
+    class Caps(Hosts):
         capabilities = frozenset()
-    assert enabled_faults(Caps(), ["kill", "partition", "packet"]) == ["kill"]
+    assert set(unsupported_faults(Caps([1]), ["kill", "partition", "packet"])) == {
+        "partition", "packet"}
     Caps.capabilities = frozenset({"partition", "packet-loss"})
-    assert enabled_faults(Caps(), ["kill", "partition", "packet"]) == ["kill", "partition", "packet"]
+    assert unsupported_faults(Caps([1]), ["kill", "partition", "packet"]) == {}
     from jepsen.nemesis import options_for
     from jepsen.nemesis._schedule import LOSS_ONLY_BEHAVIORS
-    assert options_for(Caps(), interval_s=3).packet_behaviors == LOSS_ONLY_BEHAVIORS
+    assert options_for(Caps([1]), interval_s=3).packet_behaviors == LOSS_ONLY_BEHAVIORS
     Caps.capabilities = frozenset({"packet"})
-    assert options_for(Caps()).packet_behaviors != LOSS_ONLY_BEHAVIORS
+    assert options_for(Caps([1])).packet_behaviors != LOSS_ONLY_BEHAVIORS
 
 
 class Recorder(Nemesis):
