@@ -85,8 +85,9 @@ class PartitionNemesis(_HostNemesis):
     """``start-partition`` (value: a partition spec, see ``jepsen.net.PARTITION_SPECS``, or an
     explicit grudge ``{node: [nodes it drops]}``) cuts the network; ``stop-partition`` heals.
 
-    ``leader`` asks the oracle who leads one of its partitions (one the workload writes
-    to, chosen with the seeded generator) and cuts that node off from every other node.
+    ``leader`` asks the oracle who leads each of its partitions (the ones the workload
+    writes to) and cuts off, from every other node, the leader of one of them (chosen
+    with the seeded generator), preferring one that is not the active controller.
     Held past the broker session timeout, the controller fences it and elects a new
     leader, so what it acknowledged without replicating is gone after the heal.  While a
     cluster settles the oracle may not know yet: it is asked again for up to
@@ -112,21 +113,30 @@ class PartitionNemesis(_HostNemesis):
         return self._cut(grudge, {"spec": spec})
 
     def _cut_leader(self) -> dict:
-        parts = list(self.oracle.partitions)
-        target = list(self.rng.choice(parts)) if parts else None
-        leader = None
+        parts = [tuple(p) for p in self.oracle.partitions]
         deadline = time.monotonic() + self.leader_wait_s
-        while target is not None:
-            leader = self.oracle.leader_of(*target)
-            if leader in self.hosts.nodes or time.monotonic() >= deadline:
+        target = leader = controller = None
+        while parts:
+            controller = self.oracle.active_controller()
+            leaders = {p: self.oracle.leader_of(*p) for p in parts}
+            known = [p for p in parts if leaders[p] in self.hosts.nodes]
+            # A leader that is not also the active controller: cutting off the controller
+            # too makes the fault a controller failover first, which can outlast the hold.
+            apart = [p for p in known if leaders[p] != controller]
+            if apart or known:
+                target = self.rng.choice(apart or known)
+                leader = leaders[target]
+                break
+            if time.monotonic() >= deadline:
                 break
             time.sleep(0.25)
-        if leader not in self.hosts.nodes:
+        if leader is None:
             grudge = partition_grudge("one", self.hosts.nodes, self.rng)
-            return self._cut(grudge, {"spec": "leader", "partition": target, "leader": None,
+            return self._cut(grudge, {"spec": "leader", "partition": None, "leader": None,
                                       "fallback": "one"})
         grudge = partition_grudge("leader", self.hosts.nodes, self.rng, primaries=[leader])
-        return self._cut(grudge, {"spec": "leader", "partition": target, "leader": leader})
+        return self._cut(grudge, {"spec": "leader", "partition": list(target), "leader": leader,
+                                  "controller": controller})
 
     def _cut(self, grudge, value: dict) -> dict:
         self.hosts.partition(grudge)
