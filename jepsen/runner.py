@@ -305,9 +305,16 @@ def make_oracle(bootstrap: str, topics: list[tuple[str, int]]):
     admin = _admin(bootstrap)
 
     def controller():
-        md = admin.list_topics(timeout=2)
-        return md.controller_id if md.controller_id is not None and md.controller_id >= 0 \
-            else None
+        # Not Metadata's controller_id: under KRaft (here as in Kafka) that is just some
+        # alive broker, for old admin clients.  The metadata quorum's leader is the active
+        # controller.
+        from cli.admin_client import AdminClient as QuorumAdmin
+
+        resp = QuorumAdmin(bootstrap, timeout_s=2).call("DescribeQuorum", {"topics": [
+            {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]})
+        part = resp["topics"][0]["partitions"][0] if not resp.get("error_code") else {}
+        leader = part.get("leader_id", -1)
+        return leader if leader >= 0 and not part.get("error_code") else None
 
     def leader(topic, partition):
         md = admin.list_topics(topic=topic, timeout=2)
