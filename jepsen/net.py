@@ -7,9 +7,9 @@ its own component (``complete_grudge``).  The named partition specs of Jepsen's 
 nemesis (``one``, ``majority``, ``majorities-ring``, ``minority-third``, ``primaries``), and
 ``leader`` (the leader of one partition the workload writes to, cut off from every other
 node) are pure functions of the node list, a seeded ``random.Random`` and, for
-``primaries`` and ``leader``, the nodes currently believed to lead.  Nothing here touches the system: the host
-backends turn a grudge and packet behaviours into nftables rulesets (``nft_ruleset``) and
-``tc netem`` arguments (``netem_args``) and apply them.
+``primaries`` and ``leader``, the nodes currently believed to lead.  Nothing here touches
+the system: the host backends turn a grudge and packet behaviours into nftables rulesets
+(``nft_ruleset``) and ``tc netem`` arguments (``netem_args``) and apply them.
 
 Grudges are enforced on the *receiving* side (an input-hook drop), as in Jepsen, so an
 asymmetric grudge (majorities-ring with an even majority) is an asymmetric partition.

@@ -3,23 +3,24 @@
 Node ``i`` (0-based position) listens on ``127.0.0.<first + i>``; ``127.0.0.1`` stays the
 harness's own address, so client traffic is never caught in a partition between nodes.
 
-Partitions are approximated with one nftables table in the host's namespace: a drop rule
+Partitions are enforced with one nftables table in the host's namespace: a drop rule
 for each (source address, destination address) pair of the grudge, in the input hook that
 loopback traffic passes through.  What ``local`` cannot do, honestly:
 
 * a rule matches addresses, so a node must *bind its outgoing connections to its own
   address*; a connection from an unbound socket leaves from 127.0.0.1 and crosses every
-  partition.
+  partition.  kraft nodes do: every node-to-node ``KafkaClient`` (Raft, heartbeats,
+  replica fetches) binds to the node's listener host (``cli/node.py``).
 * no delay, duplication or reordering (netem on ``lo`` would hit every process on the
   machine); random loss between node addresses works (nftables ``numgen``).
 * partitions need root and ``nft``.  ``unsupported`` installs nftables (as root, with
   apt-get) when a run asks for a network fault; without root the run is refused, naming
   ``--hosts netns`` (which needs root too) -- a partition is never silently left out.
+* processes share one kernel clock, one filesystem and one port space.
 
 Clients stay on 127.0.0.1, outside every grudge: as in Jepsen, where clients run on the
 control node, a partition cuts nodes off from each other, not from the clients, so a
 cut-off leader keeps receiving (and, if it is unsafe, acknowledging) writes.
-* processes share one kernel clock, one filesystem and one port space.
 """
 
 from __future__ import annotations
