@@ -496,11 +496,11 @@ class _Phase:
         if "packet" in faults and "packet" not in hosts.capabilities:
             say(f"the {hosts.kind} backend drops packets at random but cannot delay, duplicate "
                 "or reorder them: packet faults are loss only (--hosts netns has netem)")
-        hold = options.min_hold_s or options.interval_s
-        if faults and hold * len(faults) > opts.time_limit_s:
-            say(f"{opts.time_limit_s:g} s is too short to hold each of {len(faults)} faults "
-                f"for {hold:g} s: each is held "
-                f"{opts.time_limit_s / len(faults):.1f} s (raise --time-limit)")
+        want = options.min_hold_s or options.interval_s
+        hold = min(want, 2 * options.interval_s, opts.time_limit_s / max(1, len(faults)))
+        if faults and hold < want:
+            say(f"each fault is held {hold:.1f} s at first, less than the {want:g} s a "
+                f"cut-off leader needs to be replaced (raise --time-limit or --interval)")
         self.steps = schedule(opts.seed, faults, opts.time_limit_s, options)
         oracle = make_oracle(self.bootstrap, workload.topics())
         self.nemesis = make_nemesis(hosts, faults, seed=opts.seed, oracle=oracle)

@@ -9,8 +9,9 @@ A schedule has two phases.
    partition comes first, while the cluster is whole, and its first spec is ``leader``
    (when allowed): the node leading a partition the workload writes to is cut off from
    the other nodes, so writes it acknowledged alone are lost unless acks really wait for
-   replication.  When the run is too short for every fault at ``min_hold_s``, the holds
-   shrink to fit (``duration_s / faults`` each); no fault is ever dropped.
+   replication.  A hold is never longer than ``2 * interval_s`` (the mix's longest gap),
+   and when the run is too short for every fault, the holds shrink to fit
+   (``duration_s / faults`` each); no fault is ever dropped.
 2. **Mix**: the rest of the run mixes flip-flops as Jepsen's combined nemesis does: every
    step picks one of the enabled faults at random; if that fault is off it is started
    with a random spec, if it is on it is stopped, so different faults can overlap.  Steps
@@ -148,7 +149,8 @@ def _coverage(rng: random.Random, kinds: Sequence[str], duration_s: float,
         return [], 0.0
     order = [f for f in COVERAGE_ORDER if f in kinds]
     hold = o.interval_s if o.min_hold_s is None else o.min_hold_s
-    hold = min(hold, duration_s / len(order))
+    # Never longer than the mix's longest gap, nor than the run has room for.
+    hold = min(hold, 2 * o.interval_s, duration_s / len(order))
     # Spare time per fault, spent at random on a later start and a longer hold.
     spare = min((duration_s - hold * len(order)) / len(order) / 2, o.interval_s)
     steps: list[Step] = []
