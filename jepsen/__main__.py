@@ -169,11 +169,16 @@ def _make_options(kw, engine, seed, name=None):
 def test(engine, seed, name, **kw) -> None:
     """Run one test against a fresh kraft cluster and check it.
 
-    Exit status: 0 valid, 1 invalid, 2 unknown (or the run could not be carried out).
+    Exit status: 0 valid, 1 invalid, 2 unknown (or the run could not be carried out, or
+    was refused because the host backend cannot enforce a requested fault).
     """
-    from jepsen.runner import run_test
+    from jepsen.runner import Refused, run_test
 
-    result = run_test(_make_options(kw, engine, seed, name))
+    try:
+        result = run_test(_make_options(kw, engine, seed, name))
+    except Refused as exc:
+        click.echo(f"[jepsen] {exc}", err=True)
+        sys.exit(2)
     click.echo(f"valid: {result.valid}  ->  {result.directory}/index.html")
     sys.exit(result.exit_code)
 
@@ -194,10 +199,15 @@ def campaign(runs, engines, per_nemesis, seed, **kw) -> None:
     Exit status: 0 when every run is valid, 1 if any is invalid, 2 otherwise.
     """
     from jepsen.campaign import run_campaign
+    from jepsen.runner import Refused
 
     base = _make_options(kw, "kraft", seed)
-    summary = run_campaign(base, runs=runs, engines=engines, per_nemesis=per_nemesis,
-                           echo=click.echo)
+    try:
+        summary = run_campaign(base, runs=runs, engines=engines, per_nemesis=per_nemesis,
+                               echo=click.echo)
+    except Refused as exc:
+        click.echo(f"[jepsen] {exc}", err=True)
+        sys.exit(2)
     click.echo(f"campaign: {summary['counts']}  ->  {summary['directory']}/index.html")
     sys.exit(summary["exit-code"])
 

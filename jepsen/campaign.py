@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from jepsen import report, store
-from jepsen.runner import ENGINES, RunResult, TestOptions, run_test
+from jepsen.runner import ENGINES, RunResult, TestOptions, refuse_unsupported, run_test
 
 MAIN_F = {"queue": "send", "register": "write"}
 
@@ -71,6 +71,7 @@ def run_campaign(base: TestOptions, runs: int = 20, engines: Sequence[str] = ("k
     bad = [e for e in engines if e not in ENGINES]
     if bad:
         raise ValueError(f"unknown engines {bad} (choose from {', '.join(ENGINES)})")
+    refuse_unsupported(base)  # before anything is created, as run_test does
     seed0 = base.seed or 0
     camp_dir = store.new_run_dir(base.store, f"campaign-{base.workload}")
     owned = False

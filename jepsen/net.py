@@ -4,11 +4,12 @@ Theory of operation.  A *grudge* says who refuses to hear from whom: a mapping
 ``node -> set of nodes whose packets it drops``.  A partition of the nodes into
 *components* becomes a grudge by letting every node drop traffic from every node outside
 its own component (``complete_grudge``).  The named partition specs of Jepsen's combined
-nemesis (``one``, ``majority``, ``majorities-ring``, ``minority-third``, ``primaries``) are
-pure functions of the node list, a seeded ``random.Random`` and, for ``primaries``, the
-nodes currently believed to lead something.  Nothing here touches the system: the host
-backends turn a grudge and packet behaviours into nftables rulesets (``nft_ruleset``) and
-``tc netem`` arguments (``netem_args``) and apply them.
+nemesis (``one``, ``majority``, ``majorities-ring``, ``minority-third``, ``primaries``), and
+``leader`` (the leader of one partition the workload writes to, cut off from every other
+node) are pure functions of the node list, a seeded ``random.Random`` and, for
+``primaries`` and ``leader``, the nodes currently believed to lead.  Nothing here touches
+the system: the host backends turn a grudge and packet behaviours into nftables rulesets
+(``nft_ruleset``) and ``tc netem`` arguments (``netem_args``) and apply them.
 
 Grudges are enforced on the *receiving* side (an input-hook drop), as in Jepsen, so an
 asymmetric grudge (majorities-ring with an even majority) is an asymmetric partition.
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 Node = int
 Grudge = dict[Node, set[Node]]
 
-PARTITION_SPECS = ("one", "majority", "majorities-ring", "minority-third", "primaries")
+PARTITION_SPECS = ("one", "majority", "majorities-ring", "minority-third", "primaries", "leader")
 
 
 # -- sizes ---------------------------------------------------------------------------------
@@ -101,10 +102,12 @@ def partition_grudge(spec: str, nodes: Sequence[Node], rng: random.Random,
         nodes: all nodes of the cluster.
         rng: the seeded generator every random choice comes from.
         primaries: for ``primaries``, the nodes believed to lead (the active controller,
-            partition leaders); each of them ends up alone.
+            partition leaders); each of them ends up alone.  For ``leader``, the first of
+            them (the partition leader to isolate) ends up alone.
 
     Raises:
-        ValueError: an unknown spec, or ``primaries`` without any primary among ``nodes``.
+        ValueError: an unknown spec, or ``primaries``/``leader`` without any primary among
+            ``nodes``.
     """
     nodes = list(nodes)
     if spec == "one":
@@ -125,6 +128,11 @@ def partition_grudge(spec: str, nodes: Sequence[Node], rng: random.Random,
         if not prim:
             raise ValueError("partition 'primaries' needs at least one known primary")
         return complete_grudge([[n for n in nodes if n not in prim], *[[p] for p in prim]])
+    if spec == "leader":
+        lead = [p for p in primaries if p in nodes][:1]
+        if not lead:
+            raise ValueError("partition 'leader' needs a known leader")
+        return complete_grudge([lead, [n for n in nodes if n not in lead]])
     raise ValueError(f"unknown partition spec {spec!r} (one of {', '.join(PARTITION_SPECS)})")
 
 

@@ -66,6 +66,49 @@ class RunError(RuntimeError):
     """The run could not be carried out (cluster did not start, bad options)."""
 
 
+class Refused(RunError):
+    """The run was refused before anything started: it could not do what was asked (a
+    fault the host backend cannot enforce).  A fault is never silently left out."""
+
+
+def fence_time_s(overrides: dict[str, str]) -> float:
+    """How long a node must stay cut off before the others have surely replaced it: a
+    controller failover (the node may be the active controller: fetch timeout, then an
+    election) plus the broker session timeout, plus 2 s of slack for a loaded machine."""
+    ms = sum(int(overrides.get(k, FAST_OVERRIDES[k])) for k in
+             ("controller.quorum.fetch.timeout.ms", "controller.quorum.election.timeout.ms",
+              "broker.session.timeout.ms"))
+    return ms / 1000 + 2.0
+
+
+def check_supported(opts: "TestOptions", hosts) -> None:
+    """Refuses (``Refused``) a nemesis the host backend cannot enforce, or an unknown one.
+    Called before the run creates anything but ``hosts``."""
+    from jepsen.nemesis import FAULTS, unsupported_faults
+
+    unknown = sorted(set(opts.nemesis) - set(FAULTS))
+    if unknown:
+        raise Refused(f"unknown faults {unknown} (choose from {', '.join(FAULTS)})")
+    missing = unsupported_faults(hosts, opts.nemesis)
+    if missing:
+        raise Refused("refusing to run: " + "; ".join(missing.values()))
+
+
+def refuse_unsupported(opts: "TestOptions") -> None:
+    """``check_supported`` on a throwaway backend of ``opts.hosts`` (for campaigns, before
+    the first run)."""
+    from jepsen.hosts import HostError, make_hosts
+
+    try:
+        hosts = make_hosts(opts.hosts, list(range(1, opts.nodes + 1)))
+    except HostError as exc:
+        raise Refused(f"the {opts.hosts} backend cannot run here: {exc}") from None
+    try:
+        check_supported(opts, hosts)
+    finally:
+        hosts.close()
+
+
 @dataclass
 class TestOptions:
     """Everything that defines one run (the CLI's options)."""
@@ -262,9 +305,16 @@ def make_oracle(bootstrap: str, topics: list[tuple[str, int]]):
     admin = _admin(bootstrap)
 
     def controller():
-        md = admin.list_topics(timeout=2)
-        return md.controller_id if md.controller_id is not None and md.controller_id >= 0 \
-            else None
+        # Not Metadata's controller_id: under KRaft (here as in Kafka) that is just some
+        # alive broker, for old admin clients.  The metadata quorum's leader is the active
+        # controller.
+        from cli.admin_client import AdminClient as QuorumAdmin
+
+        resp = QuorumAdmin(bootstrap, timeout_s=2).call("DescribeQuorum", {"topics": [
+            {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]})
+        part = resp["topics"][0]["partitions"][0] if not resp.get("error_code") else {}
+        leader = part.get("leader_id", -1)
+        return leader if leader >= 0 and not part.get("error_code") else None
 
     def leader(topic, partition):
         md = admin.list_topics(topic=topic, timeout=2)
@@ -288,6 +338,17 @@ def run_test(opts: TestOptions, spark: Any = None) -> RunResult:
     from jepsen.hosts import configure_kraft, make_hosts
     from jepsen.workloads import make_workload
 
+    from jepsen.hosts import HostError
+
+    try:
+        hosts = make_hosts(opts.hosts, list(range(1, opts.nodes + 1)))
+    except HostError as exc:
+        raise Refused(f"the {opts.hosts} backend cannot run here: {exc}") from None
+    try:
+        check_supported(opts, hosts)
+    except BaseException:
+        hosts.close()
+        raise
     if opts.seed is None:
         opts.seed = random.randrange(2**31)
     run_dir = store.new_run_dir(opts.store, opts.test_name())
@@ -313,11 +374,9 @@ def run_test(opts: TestOptions, spark: Any = None) -> RunResult:
     recorder = Recorder(run_dir / "history.jsonl")
     results: dict[str, Any] = {}
     error: str | None = None
-    hosts = None
     cluster = None
     steps: list = []
     try:
-        hosts = make_hosts(opts.hosts, list(range(1, opts.nodes + 1)))
         cluster = configure_kraft(hosts, run_dir, overrides=opts.cluster_overrides())
         say(f"cluster: {opts.nodes} nodes ({opts.hosts}), engine {opts.engine}"
             + (", UNSAFE acks" if opts.unsafe else "") + f", {cluster.bootstrap_servers}")
@@ -341,8 +400,7 @@ def run_test(opts: TestOptions, spark: Any = None) -> RunResult:
         log.exception("run failed")
     finally:
         recorder.close()
-        if hosts is not None:
-            hosts.close()  # SIGKILL: the data stays as the run left it, and nothing waits
+        hosts.close()  # SIGKILL: the data stays as the run left it, and nothing waits
 
     ops = recorder.ops
     summary["records"] = len(ops)
@@ -424,20 +482,26 @@ class _Phase:
     """The trio part of a run: workers, nemesis, status line, drain."""
 
     def __init__(self, opts, hosts, cluster, workload, recorder, say):
-        from jepsen.nemesis import (enabled_faults, make_nemesis, options_for, schedule)
+        from jepsen.nemesis import make_nemesis, options_for, schedule
 
         self.opts, self.hosts, self.cluster = opts, hosts, cluster
         self.workload, self.rec, self.say = workload, recorder, say
         self.bootstrap = cluster.bootstrap_servers
-        faults = enabled_faults(hosts, opts.nemesis)
-        dropped = sorted(set(opts.nemesis) - set(faults))
-        if dropped:
-            say(f"the {hosts.kind} backend cannot do {', '.join(dropped)}: left out")
+        faults = list(opts.nemesis)  # check_supported refused any the hosts cannot do
         self.faults = faults
-        self.steps = schedule(opts.seed, faults, opts.time_limit_s,
-                              options_for(hosts, **{"interval_s": opts.nemesis_interval_s,
-                                                    "recovery_s": opts.recovery_s,
-                                                    **opts.schedule}))
+        options = options_for(hosts, **{"interval_s": opts.nemesis_interval_s,
+                                        "recovery_s": opts.recovery_s,
+                                        "min_hold_s": fence_time_s(opts.cluster_overrides()),
+                                        **opts.schedule})
+        if "packet" in faults and "packet" not in hosts.capabilities:
+            say(f"the {hosts.kind} backend drops packets at random but cannot delay, duplicate "
+                "or reorder them: packet faults are loss only (--hosts netns has netem)")
+        want = options.min_hold_s or options.interval_s
+        hold = min(want, 2 * options.interval_s, opts.time_limit_s / max(1, len(faults)))
+        if faults and hold < want:
+            say(f"each fault is held {hold:.1f} s at first, less than the {want:g} s a "
+                f"cut-off leader needs to be replaced (raise --time-limit or --interval)")
+        self.steps = schedule(opts.seed, faults, opts.time_limit_s, options)
         oracle = make_oracle(self.bootstrap, workload.topics())
         self.nemesis = make_nemesis(hosts, faults, seed=opts.seed, oracle=oracle)
         self.gen = workload.generator(opts.seed)
@@ -560,6 +624,7 @@ async def _close_async(client) -> None:
     await trio.to_thread.run_sync(_close_quietly, client)
 
 
-__all__ = ["ENGINES", "FAST_OVERRIDES", "Recorder", "RunError", "RunResult", "TestOptions",
+__all__ = ["ENGINES", "FAST_OVERRIDES", "Recorder", "Refused", "RunError", "check_supported",
+           "fence_time_s", "refuse_unsupported", "RunResult", "TestOptions",
            "make_oracle", "run_test", "wait_ready"]
 

@@ -11,14 +11,14 @@ import pytest
 import trio
 import trio.testing
 
-from jepsen.hosts import LocalHosts, NodeConfig
+from jepsen.hosts import Hosts, LocalHosts, NodeConfig
 from jepsen.net import (PARTITION_SPECS, PacketBehavior, bisect, complete_grudge, grudge_components,
                         majorities_ring, majority, minority_third, netem_args, nft_ruleset,
                         DropRule, partition_grudge)
 from jepsen.nemesis import (FAULTS, RECOVER, ClockFiles, ClockNemesis, Compose, FileNemesis,
                             KillNemesis, Nemesis, Oracle, PartitionNemesis, PauseNemesis,
-                            ScheduleOptions, enabled_faults, fault_windows, make_nemesis, op,
-                            run_schedule, schedule, select_targets)
+                            ScheduleOptions, fault_windows, make_nemesis, op,
+                            run_schedule, schedule, select_targets, unsupported_faults)
 
 NODES = [1, 2, 3, 4, 5]
 
@@ -69,7 +69,11 @@ def test_primaries_each_alone_and_determinism():
         partition_grudge("primaries", NODES, random.Random(0), primaries=[])
     with pytest.raises(ValueError, match="unknown partition"):
         partition_grudge("bridge", NODES, random.Random(0))
-    for spec in PARTITION_SPECS[:-1]:
+    g = partition_grudge("leader", NODES, random.Random(0), primaries=[4])
+    assert grudge_components(g, NODES) == [[1, 2, 3, 5], [4]]
+    with pytest.raises(ValueError, match="leader"):
+        partition_grudge("leader", NODES, random.Random(0), primaries=[99])
+    for spec in set(PARTITION_SPECS) - {"primaries", "leader"}:
         assert (partition_grudge(spec, NODES, random.Random(5))
                 == partition_grudge(spec, NODES, random.Random(5)))
 
@@ -157,16 +161,17 @@ def test_schedule_options_and_errors():
     with pytest.raises(ValueError):
         schedule(1, ["meteor"], 10)
 
-    class Caps:
+    class Caps(Hosts):
         capabilities = frozenset()
-    assert enabled_faults(Caps(), ["kill", "partition", "packet"]) == ["kill"]
+    assert set(unsupported_faults(Caps([1]), ["kill", "partition", "packet"])) == {
+        "partition", "packet"}
     Caps.capabilities = frozenset({"partition", "packet-loss"})
-    assert enabled_faults(Caps(), ["kill", "partition", "packet"]) == ["kill", "partition", "packet"]
+    assert unsupported_faults(Caps([1]), ["kill", "partition", "packet"]) == {}
     from jepsen.nemesis import options_for
     from jepsen.nemesis._schedule import LOSS_ONLY_BEHAVIORS
-    assert options_for(Caps(), interval_s=3).packet_behaviors == LOSS_ONLY_BEHAVIORS
+    assert options_for(Caps([1]), interval_s=3).packet_behaviors == LOSS_ONLY_BEHAVIORS
     Caps.capabilities = frozenset({"packet"})
-    assert options_for(Caps()).packet_behaviors != LOSS_ONLY_BEHAVIORS
+    assert options_for(Caps([1])).packet_behaviors != LOSS_ONLY_BEHAVIORS
 
 
 class Recorder(Nemesis):
@@ -435,3 +440,93 @@ def test_make_nemesis_composes_and_is_seeded(sleepers, tmp_path):
     again.teardown()
     with pytest.raises(ValueError):
         make_nemesis(sleepers, ["flood"])
+
+
+# -- the leader-targeting partition and the coverage phase -----------------------------------
+
+class GrudgeHosts(Hosts):
+    """Records the grudges it is asked to enforce."""
+
+    kind = "fake"
+    capabilities = frozenset({"partition"})
+
+    def __init__(self, nodes):
+        super().__init__(nodes)
+        self.grudges = []
+
+    def partition(self, grudge):
+        self.grudges.append({k: set(v) for k, v in grudge.items()})
+
+    def heal(self):
+        self.grudges.append({})
+
+
+def test_partition_leader_cuts_off_the_current_leader_of_a_workload_partition():
+    leaders = {("q", 0): 2, ("q", 1): 3, ("q", 2): 2}
+    oracle = Oracle(leader=lambda t, p: leaders.get((t, p)), partitions=list(leaders))
+    hosts = GrudgeHosts([1, 2, 3])
+    nemesis = PartitionNemesis(hosts, random.Random(4), oracle)
+    for _ in range(10):
+        done = nemesis.invoke(op("start-partition", "leader"))["value"]
+        lead = leaders[tuple(done["partition"])]
+        assert done["spec"] == "leader" and done["leader"] == lead
+        others = set(hosts.nodes) - {lead}
+        assert hosts.grudges[-1] == {lead: others, **{n: {lead} for n in others}}
+        assert sorted(done["components"]) == sorted([[lead], sorted(others)])
+    # A leader that is also the active controller is avoided while another leader exists
+    # (cutting it off makes a controller failover that can outlast the hold).
+    both = Oracle(controller=lambda: 2, leader=lambda t, p: leaders.get((t, p)),
+                  partitions=list(leaders))
+    for seed in range(10):
+        done = PartitionNemesis(GrudgeHosts([1, 2, 3]), random.Random(seed), both).start("leader")
+        assert done["leader"] == 3 and done["controller"] == 2
+    alone = Oracle(controller=lambda: 2, leader=lambda t, p: 2, partitions=[("q", 0)])
+    assert PartitionNemesis(GrudgeHosts([1, 2, 3]), random.Random(0), alone).start(
+        "leader")["leader"] == 2
+    # Seeded: the same seed aims at the same partitions.
+    aims = [[PartitionNemesis(GrudgeHosts([1, 2, 3]), random.Random(s), oracle)
+             .start("leader")["partition"] for s in range(8)] for _ in range(2)]
+    assert aims[0] == aims[1] and len({tuple(a) for a in aims[0]}) > 1
+
+
+def test_partition_leader_waits_for_a_settling_cluster_then_falls_back_to_one():
+    answers = iter([None, None, 3])
+    oracle = Oracle(leader=lambda t, p: next(answers, 3), partitions=[("q", 0)])
+    hosts = GrudgeHosts([1, 2, 3])
+    done = PartitionNemesis(hosts, random.Random(1), oracle, leader_wait_s=5).start("leader")
+    assert done["leader"] == 3 and hosts.grudges[-1][3] == {1, 2}
+
+    def down(t, p):
+        raise ConnectionError("no metadata")
+    hosts = GrudgeHosts([1, 2, 3])
+    started = time.monotonic()
+    done = PartitionNemesis(hosts, random.Random(1), Oracle(leader=down, partitions=[("q", 0)]),
+                            leader_wait_s=0.5).start("leader")
+    assert time.monotonic() - started < 3
+    assert done["leader"] is None and done["fallback"] == "one"
+    assert len(done["components"]) == 2 and hosts.grudges  # a node was still cut off
+
+
+def test_coverage_phase_holds_every_fault_long_enough_and_aims_the_first_partition():
+    # The issue's command: --nemesis kill,partition --nodes 3 --time-limit 20, fence time 9 s.
+    o = ScheduleOptions(min_hold_s=9.0, recovery_s=5.0)
+    for seed in range(100):
+        steps = schedule(seed, ["kill", "partition"], 20, o)
+        windows = {}
+        for f, a, b in fault_windows(steps):
+            windows.setdefault(f, (a, b))  # the coverage phase's windows come first
+        assert set(windows) == {"kill", "partition"}
+        first = next(s.op for s in steps if s.op["f"] == "start-partition")
+        assert first["value"] == "leader"
+        a, b = windows["partition"]
+        assert a < 1.0 and b - a >= 9.0 and b <= 20.0
+        ka, kb = windows["kill"]
+        assert ka >= b and kb - ka >= 9.0 and kb <= 20.0 + 1e-6  # no overlap, both held
+    # Too short for every fault at min_hold_s: the holds shrink, no fault is dropped.
+    steps = schedule(3, list(FAULTS), 12, ScheduleOptions(min_hold_s=9.0))
+    started = {s.op["f"][6:] for s in steps if s.op["f"].startswith("start-")}
+    assert started == set(FAULTS)
+    assert all(b - a >= 2.0 - 1e-6 for _, a, b in fault_windows(steps))
+    # Specs the user chose are respected: no leader partition unless allowed.
+    steps = schedule(3, ["partition"], 60, ScheduleOptions(partition_specs=["one"]))
+    assert {s.op["value"] for s in steps if s.op["f"] == "start-partition"} == {"one"}

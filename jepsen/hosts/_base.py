@@ -29,6 +29,11 @@ from jepsen.net import Grudge, PacketBehavior
 CLOCK_ENV = "KRAFT_CLOCK_OFFSET_FILE"  # read by kraft.clock
 
 
+#: Network faults and the capabilities (any one of them) that enforce each.
+NETWORK_FAULT_NEEDS = {"partition": frozenset({"partition"}),
+                       "packet": frozenset({"packet", "packet-loss"})}
+
+
 class HostError(RuntimeError):
     """A host operation failed (a command returned an error, a tool is missing)."""
 
@@ -97,6 +102,19 @@ class Hosts:
 
     def address(self, node: int) -> str:
         raise NotImplementedError
+
+    def unsupported(self, faults: Sequence[str]) -> dict[str, str]:
+        """The network faults of ``faults`` this backend cannot enforce, with the reason
+        (process, clock and file faults work everywhere)."""
+        out = {}
+        for fault in faults:
+            need = NETWORK_FAULT_NEEDS.get(fault)
+            if need and not need & self.capabilities:
+                out[fault] = self._why_not(fault)
+        return out
+
+    def _why_not(self, fault: str) -> str:
+        return f"the {self.kind} backend cannot do {fault}"
 
     def _prefix(self, node: int) -> list[str]:
         """Command prefix that runs a command on ``node``'s host."""

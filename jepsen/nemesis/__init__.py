@@ -21,8 +21,8 @@ from jepsen.nemesis._core import PROCESS, Compose, Nemesis, completed, op
 from jepsen.nemesis._faults import (FILE_FAULTS, FileNemesis, KillNemesis, PacketNemesis,
                                     PartitionNemesis, PauseNemesis)
 from jepsen.nemesis._schedule import (DEFAULT_INTERVAL_S, FAULTS, RECOVER, ScheduleOptions, Step,
-                                      enabled_faults, fault_windows, options_for, run_schedule,
-                                      schedule)
+                                      fault_windows, options_for, run_schedule, schedule,
+                                      unsupported_faults)
 from jepsen.nemesis._targets import TARGET_SPECS, Oracle, select_targets
 
 _CLASSES = {"kill": KillNemesis, "pause": PauseNemesis, "partition": PartitionNemesis,
@@ -45,5 +45,5 @@ def make_nemesis(hosts, faults: Sequence[str], *, seed: int = 0,
 __all__ = ["DEFAULT_INTERVAL_S", "FAULTS", "FILE_FAULTS", "PROCESS", "RECOVER", "TARGET_SPECS",
            "ClockFiles", "ClockNemesis", "Compose", "FileNemesis", "KillNemesis", "Nemesis",
            "Oracle", "PacketNemesis", "PartitionNemesis", "PauseNemesis", "ScheduleOptions",
-           "Step", "completed", "enabled_faults", "fault_windows", "make_nemesis", "op",
-           "options_for", "run_schedule", "schedule", "select_targets"]
+           "Step", "completed", "fault_windows", "make_nemesis", "op", "options_for",
+           "run_schedule", "schedule", "select_targets", "unsupported_faults"]

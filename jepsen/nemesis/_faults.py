@@ -8,6 +8,7 @@ restarts the nodes the kill nemesis killed, not the ones a file fault holds down
 from __future__ import annotations
 
 import random
+import time
 
 from jepsen import faults
 from jepsen.hosts import Hosts
@@ -82,19 +83,64 @@ class PauseNemesis(_HostNemesis):
 
 class PartitionNemesis(_HostNemesis):
     """``start-partition`` (value: a partition spec, see ``jepsen.net.PARTITION_SPECS``, or an
-    explicit grudge ``{node: [nodes it drops]}``) cuts the network; ``stop-partition`` heals."""
+    explicit grudge ``{node: [nodes it drops]}``) cuts the network; ``stop-partition`` heals.
+
+    ``leader`` asks the oracle who leads each of its partitions (the ones the workload
+    writes to) and cuts off, from every other node, the leader of one of them (chosen
+    with the seeded generator), preferring one that is not the active controller.
+    Held past the broker session timeout, the controller fences it and elects a new
+    leader, so what it acknowledged without replicating is gone after the heal.  While a
+    cluster settles the oracle may not know yet: it is asked again for up to
+    ``leader_wait_s``; if it never answers, a random node is cut off instead and the
+    op's value says so (``"fallback": "one"``).
+    """
 
     fault = "partition"
+
+    def __init__(self, *args, leader_wait_s: float = 5.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.leader_wait_s = leader_wait_s
 
     def start(self, spec):
         if isinstance(spec, dict):
             grudge = {int(k): set(v) for k, v in spec.items()}
-        else:
-            grudge = partition_grudge(spec or "majority", self.hosts.nodes, self.rng,
-                                      primaries=self.oracle.primaries() if spec == "primaries" else ())
+            return self._cut(grudge, {"spec": "grudge"})
+        spec = spec or "majority"
+        if spec == "leader":
+            return self._cut_leader()
+        grudge = partition_grudge(spec, self.hosts.nodes, self.rng,
+                                  primaries=self.oracle.primaries() if spec == "primaries" else ())
+        return self._cut(grudge, {"spec": spec})
+
+    def _cut_leader(self) -> dict:
+        parts = [tuple(p) for p in self.oracle.partitions]
+        deadline = time.monotonic() + self.leader_wait_s
+        target = leader = controller = None
+        while parts:
+            controller = self.oracle.active_controller()
+            leaders = {p: self.oracle.leader_of(*p) for p in parts}
+            known = [p for p in parts if leaders[p] in self.hosts.nodes]
+            # A leader that is not also the active controller: cutting off the controller
+            # too makes the fault a controller failover first, which can outlast the hold.
+            apart = [p for p in known if leaders[p] != controller]
+            if apart or known:
+                target = self.rng.choice(apart or known)
+                leader = leaders[target]
+                break
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.25)
+        if leader is None:
+            grudge = partition_grudge("one", self.hosts.nodes, self.rng)
+            return self._cut(grudge, {"spec": "leader", "partition": None, "leader": None,
+                                      "fallback": "one"})
+        grudge = partition_grudge("leader", self.hosts.nodes, self.rng, primaries=[leader])
+        return self._cut(grudge, {"spec": "leader", "partition": list(target), "leader": leader,
+                                  "controller": controller})
+
+    def _cut(self, grudge, value: dict) -> dict:
         self.hosts.partition(grudge)
-        return {"spec": spec if not isinstance(spec, dict) else "grudge",
-                "grudge": {str(k): sorted(v) for k, v in sorted(grudge.items())},
+        return {**value, "grudge": {str(k): sorted(v) for k, v in sorted(grudge.items())},
                 "components": grudge_components(grudge, self.hosts.nodes)}
 
     def stop(self):

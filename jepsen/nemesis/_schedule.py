@@ -1,12 +1,26 @@
 """Fault schedules: a seeded timeline of nemesis ops, a final heal, and a recovery wait.
 
-``schedule`` mixes flip-flops as Jepsen's combined nemesis does: every step picks one of
-the enabled faults at random; if that fault is off it is started with a random spec, if
-it is on it is stopped, so different faults can overlap.  Steps are ``interval_s`` apart
-on average (uniform in [0, 2 * interval_s]).  The schedule is a pure function of its
-arguments and ``random.Random(seed)``: the same seed gives the same ops at the same times.
-It ends with a stop op for every enabled fault (the final heal) and a ``recover`` step,
-a wait that gives the cluster time to converge before the final reads.
+A schedule has two phases.
+
+1. **Coverage**: every enabled fault is started once and held for at least
+   ``min_hold_s`` before it is stopped, one fault after the other in ``COVERAGE_ORDER``,
+   so a short run still exercises every fault the user asked for, and each long enough to
+   matter (a partition healed before the controller fenced anyone tests nothing).  The
+   partition comes first, while the cluster is whole, and its first spec is ``leader``
+   (when allowed): the node leading a partition the workload writes to is cut off from
+   the other nodes, so writes it acknowledged alone are lost unless acks really wait for
+   replication.  A hold is never longer than ``2 * interval_s`` (the mix's longest gap),
+   and when the run is too short for every fault, the holds shrink to fit
+   (``duration_s / faults`` each); no fault is ever dropped.
+2. **Mix**: the rest of the run mixes flip-flops as Jepsen's combined nemesis does: every
+   step picks one of the enabled faults at random; if that fault is off it is started
+   with a random spec, if it is on it is stopped, so different faults can overlap.  Steps
+   are ``interval_s`` apart on average (uniform in [0, 2 * interval_s]).
+
+The schedule is a pure function of its arguments and ``random.Random(seed)``: the same
+seed gives the same ops at the same times.  It ends with a stop op for every enabled
+fault (the final heal) and a ``recover`` step, a wait that gives the cluster time to
+converge before the final reads.
 
 ``run_schedule`` plays a schedule against a nemesis under trio, recording each invocation
 and completion through a callback.
@@ -30,6 +44,9 @@ FAULTS = ("kill", "pause", "partition", "packet", "clock", "file")
 RECOVER = "recover"
 # The final heal: undo pauses, clocks and the network before restarting crashed nodes.
 FINAL_ORDER = ("pause", "clock", "packet", "partition", "kill", "file")
+# The coverage phase: faults that aim at a leader need a whole cluster to find it, so
+# they go before the destructive ones (a kill of every node leaves no leader to aim at).
+COVERAGE_ORDER = ("partition", "pause", "packet", "clock", "kill", "file")
 
 DEFAULT_TARGETS = ("one", "minority", "majority", "all", "controller", "primaries")
 DEFAULT_PACKET_BEHAVIORS = (
@@ -53,6 +70,9 @@ class ScheduleOptions:
 
     interval_s: float = DEFAULT_INTERVAL_S
     recovery_s: float = 10.0
+    #: The shortest hold of each fault in the coverage phase (None: ``interval_s``).  The
+    #: runner sets it from the cluster's timeouts: long enough to fence a cut-off leader.
+    min_hold_s: float | None = None
     kill_targets: Sequence = DEFAULT_TARGETS
     pause_targets: Sequence = DEFAULT_TARGETS
     partition_specs: Sequence[str] = PARTITION_SPECS
@@ -64,12 +84,14 @@ class ScheduleOptions:
     file_faults: Sequence[str] = FILE_FAULTS
 
 
-def _start_value(fault: str, rng: random.Random, o: ScheduleOptions):
+def _start_value(fault: str, rng: random.Random, o: ScheduleOptions, first: bool = False):
     if fault == "kill":
         return rng.choice(list(o.kill_targets))
     if fault == "pause":
         return rng.choice(list(o.pause_targets))
     if fault == "partition":
+        if first and "leader" in o.partition_specs:
+            return "leader"
         return rng.choice(list(o.partition_specs))
     if fault == "packet":
         return {"targets": rng.choice(list(o.packet_targets)),
@@ -101,9 +123,9 @@ def schedule(seed: int, faults: Sequence[str], duration_s: float,
         raise ValueError(f"unknown faults {sorted(unknown)} (choose from {', '.join(FAULTS)})")
     rng = random.Random(seed)
     kinds = [f for f in FAULTS if f in set(faults)]  # a stable order, whatever the caller's
+    steps, t = _coverage(rng, kinds, duration_s, o)
     active: set[str] = set()
-    steps: list[Step] = []
-    t = rng.uniform(0, 2 * o.interval_s)
+    t += rng.uniform(0, 2 * o.interval_s)
     while kinds and t < duration_s:
         fault = rng.choice(kinds)
         if fault in active:
@@ -119,6 +141,28 @@ def schedule(seed: int, faults: Sequence[str], duration_s: float,
     return steps
 
 
+def _coverage(rng: random.Random, kinds: Sequence[str], duration_s: float,
+              o: ScheduleOptions) -> tuple[list[Step], float]:
+    """Phase 1: each fault of ``kinds`` started and stopped once, in ``COVERAGE_ORDER``;
+    returns the steps and the time the last one stopped."""
+    if not kinds:
+        return [], 0.0
+    order = [f for f in COVERAGE_ORDER if f in kinds]
+    hold = o.interval_s if o.min_hold_s is None else o.min_hold_s
+    # Never longer than the mix's longest gap, nor than the run has room for.
+    hold = min(hold, 2 * o.interval_s, duration_s / len(order))
+    # Spare time per fault, spent at random on a later start and a longer hold.
+    spare = min((duration_s - hold * len(order)) / len(order) / 2, o.interval_s)
+    steps: list[Step] = []
+    t = 0.0
+    for fault in order:
+        t += rng.uniform(0, spare)
+        steps.append(Step(round(t, 3), op(f"start-{fault}", _start_value(fault, rng, o, True))))
+        t += hold + rng.uniform(0, spare)
+        steps.append(Step(round(t, 3), op(f"stop-{fault}")))
+    return steps, t
+
+
 def options_for(hosts, **overrides) -> ScheduleOptions:
     """Options limited to what ``hosts`` can do (loss-only packet faults without netem)."""
     o = ScheduleOptions(**overrides)
@@ -127,17 +171,10 @@ def options_for(hosts, **overrides) -> ScheduleOptions:
     return o
 
 
-def enabled_faults(hosts, wanted: Sequence[str]) -> list[str]:
-    """``wanted`` minus what ``hosts`` cannot enforce (partitions, packets)."""
-    caps = hosts.capabilities
-    out = []
-    for f in wanted:
-        if f == "partition" and "partition" not in caps:
-            continue
-        if f == "packet" and not ({"packet", "packet-loss"} & caps):
-            continue
-        out.append(f)
-    return out
+def unsupported_faults(hosts, wanted: Sequence[str]) -> dict[str, str]:
+    """The faults of ``wanted`` that ``hosts`` cannot enforce, each with the reason.  A run
+    must refuse to start when this is not empty: a fault is never silently left out."""
+    return hosts.unsupported(wanted)
 
 
 async def run_schedule(nemesis: Nemesis, steps: Sequence[Step],
