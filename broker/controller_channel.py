@@ -3,7 +3,12 @@
 The active controller is the Raft leader; brokers learn it from the metadata log they
 follow.  A request goes to that controller's CONTROLLER listener; NOT_CONTROLLER, a broken
 connection or an unknown leader make the channel wait for a leader change and try again
-until the caller's deadline.
+until the caller's deadline.  A leader change while a request is in flight abandons it and
+sends it to the new controller at once: an old controller that was cut off never answers,
+and waiting out its request timeout kept every broker's heartbeats away from the new one
+for 10 s (so a cut-off leader was not fenced in time).  Controller requests are safe to
+repeat (heartbeats, registrations with one incarnation id, AlterPartition with its partition
+epoch; a repeated CreateTopics answers TOPIC_ALREADY_EXISTS), as Kafka's forwarding retries.
 """
 
 from __future__ import annotations
@@ -46,8 +51,10 @@ class ControllerChannel:
                 address = self.controllers.get(leader)
                 if address is not None:
                     try:
-                        response = await self.client.request(address.host, address.port, api, version,
-                                                             body, timeout_s=min(timeout_s, 15.0))
+                        response = await self._send(leader, address, api, version, body, min(timeout_s, 15.0))
+                        if response is None:
+                            last = f"controller {leader} stopped being active while {api} was in flight"
+                            continue
                         if response.get("error_code") != ErrorCode.NOT_CONTROLLER:
                             return response
                         last = f"controller {leader} is no longer active"
@@ -56,3 +63,33 @@ class ControllerChannel:
                 with trio.move_on_after(0.25):
                     await self._leader_changed.wait()
         raise ControllerUnavailable(f"{api}: {last}")
+
+    async def _send(self, leader: int, address: PeerAddress, api: str, version: int, body: dict,
+                    timeout_s: float) -> dict | None:
+        """The controller's answer, or None when another controller became active first."""
+        answer: dict | None = None
+        failure: NodeUnavailable | None = None
+
+        async def ask(done: trio.CancelScope) -> None:
+            nonlocal answer, failure
+            try:  # caught here, in its task: nothing but cancellation crosses the nursery
+                answer = await self.client.request(address.host, address.port, api, version, body,
+                                                   timeout_s=timeout_s)
+            except NodeUnavailable as exc:
+                failure = exc
+            done.cancel()
+
+        async def watch_leader(done: trio.CancelScope) -> None:
+            while True:
+                changed = self._leader_changed
+                if self._leader_fn() != leader:
+                    done.cancel()
+                    return
+                await changed.wait()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask, nursery.cancel_scope)
+            nursery.start_soon(watch_leader, nursery.cancel_scope)
+        if failure is not None:
+            raise failure
+        return answer
