@@ -89,7 +89,7 @@ class BrokerApi:
         if api == "AlterConfigs":
             return await self.alter_configs(body)
         if api == "DescribeCluster":
-            return self.describe_cluster()
+            return self.describe_cluster(body)
         if api == "DescribeLogDirs":
             results = self.data.replicas.describe_log_dirs(body["topics"])
             return {"error_code": 0, "results": results}
@@ -217,7 +217,12 @@ class BrokerApi:
 
         self.nursery.start_soon(create)
 
-    def describe_cluster(self) -> dict:
+    def describe_cluster(self, body: dict) -> dict:
+        if body.get("endpoint_type", 1) != 1:  # KIP-919: controllers are asked on their own listener
+            return {"error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                    "error_message": "The broker does not support endpoint type CONTROLLER",
+                    "endpoint_type": body["endpoint_type"], "cluster_id": self.cluster_id,
+                    "controller_id": -1, "brokers": [], "cluster_authorized_operations": -2147483648}
         brokers = []
         for b in self._active_brokers():
             e = self._endpoint(b)

@@ -9,7 +9,8 @@ from metadata.image import ConfigResourceType, MetadataImage
 
 # Kafka's ConfigSource ids
 DYNAMIC_TOPIC_CONFIG = 1
-DYNAMIC_BROKER_CONFIG = 3
+DYNAMIC_BROKER_CONFIG = 2  # set for this broker (its id as the resource name)
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3  # set for every broker (the empty resource name)
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
@@ -66,8 +67,13 @@ def describe_resource(config: ServerConfig, image: MetadataImage, res: dict) -> 
             return out
         values = {k: (v, STATIC_BROKER_CONFIG, _STRING) for k, v in config.originals.items()
                   if "password" not in k}
-        for k, v in image.config(ConfigResourceType.BROKER, name).items():
-            values[k] = (v, DYNAMIC_BROKER_CONFIG, _STRING)
+        # Kafka's precedence: this broker's dynamic value, the cluster-wide dynamic default,
+        # the static file.  kafka-configs --describe shows each by its source.
+        for k, v in image.config(ConfigResourceType.BROKER, "").items():
+            values[k] = (v, DYNAMIC_DEFAULT_BROKER_CONFIG, _STRING)
+        if name:
+            for k, v in image.config(ConfigResourceType.BROKER, name).items():
+                values[k] = (v, DYNAMIC_BROKER_CONFIG, _STRING)
     else:
         out.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"unsupported resource type {rtype}")
         return out

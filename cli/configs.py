@@ -39,7 +39,10 @@ def configs_command(bootstrap_server, entity_type, entity_name, action, add, del
             result = resp["results"][0]
             if result["error_code"]:
                 fail(f"{error_name(result['error_code'])}: {result['error_message'] or ''}".strip(": "))
-            configs = [c for c in result["configs"] if show_all or c["config_source"] in (1, 3)]
+            # Kafka's ConfigSource, as kafka-configs.sh filters: a topic's dynamic configs, one
+            # broker's own, or (no name) the cluster-wide broker defaults.
+            dynamic = 1 if rtype == 2 else (2 if entity_name else 3)
+            configs = [c for c in result["configs"] if show_all or c["config_source"] == dynamic]
             if output == "json":
                 click.echo(json.dumps({c["name"]: c["value"] for c in configs}, indent=2))
                 return

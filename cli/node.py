@@ -233,13 +233,17 @@ class Node:
             from kraft.protocol import codec
 
             keys = sorted(rpc.API_KEYS[a] for a in ("ApiVersions", "Vote", "BeginQuorumEpoch",
-                          "EndQuorumEpoch", "Fetch", "FetchSnapshot", "DescribeQuorum")) + sorted(
+                          "EndQuorumEpoch", "Fetch", "FetchSnapshot", "DescribeQuorum",
+                          "DescribeCluster")) + sorted(
                 rpc.API_KEYS[a] for a in _controller_apis())
             return {"error_code": 0, "api_keys": [
                 {"api_key": k, "min_version": codec.versions_of(rpc.API_NAMES[k]).lo,
                  "max_version": codec.versions_of(rpc.API_NAMES[k]).hi} for k in keys]}
         if api == "DescribeQuorum":
             return self.driver.describe_quorum()
+        if api == "DescribeCluster":
+            leader = self.driver.describe_quorum()["topics"][0]["partitions"][0]["leader_id"]
+            return describe_controllers(request.body, self.cluster_id, self.voters, leader)
         return await self.controller.handle(api, request.version, request.body)
 
     async def shutdown(self) -> None:
@@ -247,6 +251,23 @@ class Node:
             await self.lifecycle.controlled_shutdown(timeout_s=10)
         if self.driver is not None:
             await self.driver.shutdown()
+
+
+def describe_controllers(body: dict, cluster_id: str, voters: dict[int, PeerAddress],
+                         leader_id: int) -> dict:
+    """DescribeCluster on a controller listener (KIP-919): the controllers and the active
+    one, which is how an admin client started with ``--bootstrap-controller`` (e.g.
+    ``kafka-metadata-quorum``) finds the quorum.  Controllers describe only controllers."""
+    answer = {"error_code": 0, "error_message": None, "endpoint_type": 2, "cluster_id": cluster_id,
+              "controller_id": leader_id if leader_id in voters else -1, "brokers": [],
+              "cluster_authorized_operations": -2147483648}
+    if body.get("endpoint_type", 1) != 2:
+        answer.update(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                      error_message="The controller only supports endpoint type CONTROLLER")
+        return answer
+    answer["brokers"] = [{"broker_id": node_id, "host": address.host, "port": address.port, "rack": None}
+                         for node_id, address in sorted(voters.items())]
+    return answer
 
 
 def _controller_apis():

@@ -1,0 +1,166 @@
+"""Apache Kafka's own command-line tools, with their usual flags, against a 3-node kraft
+cluster: the rows of docs/KAFKA_TOOLS.md.
+
+The tools run from the jars bench/kafka/pom.xml pins (kraft.apache_kafka, by main class);
+the tests skip, saying why, without java / mvn.  The default run checks the tools that
+needed a fix in kraft; ``-m slow`` runs every row of the table."""
+
+import re
+import uuid
+
+import pytest
+
+from cluster_helpers import fast_overrides, request, start_cluster, wait_until
+from kafka_helpers import kafka_libs, run_tool
+from kraft.local_cluster import LocalCluster
+from kraft.protocol.error_codes import ErrorCode
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = LocalCluster(tmp_path_factory.mktemp("kafka-tools"), controllers=3, brokers=0,
+                     overrides=fast_overrides())
+    try:
+        yield start_cluster(c)
+    finally:
+        c.stop_all()
+
+
+def ok(result) -> str:
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def controllers(cluster) -> str:
+    return ",".join(f"{n.host}:{n.controller_port}" for n in cluster.controllers)
+
+
+def test_controller_answers_describe_cluster_with_the_controllers(cluster):
+    """KIP-919: how an admin client given --bootstrap-controller finds the quorum."""
+    node = cluster.controllers[0]
+    resp = request(node.host, node.controller_port, "DescribeCluster", 1,
+                   {"include_cluster_authorized_operations": False, "endpoint_type": 2})
+    assert resp["error_code"] == 0 and resp["endpoint_type"] == 2
+    assert resp["cluster_id"] == cluster.cluster_id
+    assert [(b["broker_id"], b["port"]) for b in resp["brokers"]] == [
+        (n.node_id, n.controller_port) for n in cluster.controllers]
+    assert resp["controller_id"] in cluster.nodes
+    # Each listener describes only its own kind of endpoint.
+    wrong = request(node.host, node.controller_port, "DescribeCluster", 1, {"endpoint_type": 1})
+    assert wrong["error_code"] == ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+    wrong = request(node.host, node.broker_port, "DescribeCluster", 1, {"endpoint_type": 2})
+    assert wrong["error_code"] == ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+
+
+def test_broker_configs_carry_kafkas_config_source(cluster):
+    """kafka-configs --describe --entity-name 1 shows what DescribeConfigs marks
+    DYNAMIC_BROKER_CONFIG (2), --entity-default what it marks DYNAMIC_DEFAULT_BROKER_CONFIG (3)."""
+    node = cluster.nodes[1]
+    for name, key, value in (("1", "log.retention.bytes", "1073741824"), ("", "log.retention.ms", "604800000")):
+        resp = request(node.host, node.broker_port, "IncrementalAlterConfigs", 1, {"resources": [
+            {"resource_type": 4, "resource_name": name,
+             "configs": [{"name": key, "config_operation": 0, "value": value}]}], "validate_only": False})
+        assert resp["responses"][0]["error_code"] == 0, resp
+
+    def sources():
+        resp = request(node.host, node.broker_port, "DescribeConfigs", 4, {"resources": [
+            {"resource_type": 4, "resource_name": "1",
+             "configuration_keys": ["log.retention.bytes", "log.retention.ms", "num.partitions"]}],
+            "include_synonyms": True, "include_documentation": False})
+        return {c["name"]: c["config_source"] for c in resp["results"][0]["configs"]}
+
+    wait_until(lambda: len(sources()) == 3, what="both changes applied on broker 1")
+    assert sources() == {"log.retention.bytes": 2, "log.retention.ms": 3, "num.partitions": 4}
+
+
+def test_metadata_quorum_tool_with_bootstrap_controller_and_server(cluster):
+    kafka_libs()
+    for flag, servers in (("--bootstrap-controller", controllers(cluster)),
+                          ("--bootstrap-server", cluster.bootstrap_servers)):
+        status = ok(run_tool("kafka-metadata-quorum", flag, servers, "describe", "--status"))
+        assert f"ClusterId:              {cluster.cluster_id}" in status
+        assert re.search(r"LeaderId:\s+[123]\n", status), status
+        assert 'CurrentVoters:          [{"id": 1}, {"id": 2}, {"id": 3}]' in status
+    replication = ok(run_tool("kafka-metadata-quorum", "--bootstrap-controller", controllers(cluster),
+                              "describe", "--replication"))
+    assert len(re.findall(r"\t(Leader|Follower)\s*\t", replication)) == 3, replication
+
+
+@pytest.mark.slow
+def test_every_tool_in_the_table(cluster):
+    """Every row of docs/KAFKA_TOOLS.md that passes (about 2 minutes: one JVM per command)."""
+    kafka_libs()
+    bs = cluster.bootstrap_servers
+    topic, group = f"tools-{uuid.uuid4().hex[:8]}", f"tools-group-{uuid.uuid4().hex[:8]}"
+
+    def tool(name, *args, **kw):
+        return ok(run_tool(name, *args, **kw))
+
+    # kafka-topics
+    assert "Created topic" in tool("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", topic,
+                                   "--partitions", "3", "--replication-factor", "3",
+                                   "--config", "retention.ms=3600000")
+    tool("kafka-topics", "--bootstrap-server", bs, "--alter", "--topic", topic, "--partitions", "4")
+    described = tool("kafka-topics", "--bootstrap-server", bs, "--describe", "--topic", topic)
+    assert "PartitionCount: 4" in described and "retention.ms=3600000" in described
+    assert topic in tool("kafka-topics", "--bootstrap-server", bs, "--list").split()
+    assert tool("kafka-topics", "--bootstrap-server", bs, "--describe",
+                "--under-replicated-partitions").strip() == ""
+
+    # kafka-console-producer / kafka-console-consumer (keys, a classic group)
+    lines = "".join(f"k{i}:v{i}\n" for i in range(50))
+    tool("kafka-console-producer", "--bootstrap-server", bs, "--topic", topic, "--property", "parse.key=true",
+         "--property", "key.separator=:", "--producer-property", "acks=all", input=lines)
+    consumed = tool("kafka-console-consumer", "--bootstrap-server", bs, "--topic", topic, "--group", group,
+                    "--from-beginning", "--max-messages", "50", "--property", "print.key=true",
+                    "--timeout-ms", "30000")
+    assert sorted(consumed.splitlines()) == sorted(f"k{i}\tv{i}" for i in range(50))
+
+    # kafka-get-offsets
+    ends = tool("kafka-get-offsets", "--bootstrap-server", bs, "--topic", topic)
+    assert sum(int(line.rsplit(":", 1)[1]) for line in ends.split()) == 50
+    assert all(line.endswith(":0") for line in
+               tool("kafka-get-offsets", "--bootstrap-server", bs, "--topic", topic, "--time", "-2").split())
+
+    # kafka-consumer-groups: list, describe, reset offsets, delete offsets, delete
+    assert group in tool("kafka-consumer-groups", "--bootstrap-server", bs, "--list")
+    described = tool("kafka-consumer-groups", "--bootstrap-server", bs, "--describe", "--group", group)
+    assert sum(int(row.split()[3]) for row in described.splitlines() if row.startswith(group)) == 50
+    assert "Empty" in tool("kafka-consumer-groups", "--bootstrap-server", bs, "--describe", "--group", group,
+                           "--state")
+    reset = tool("kafka-consumer-groups", "--bootstrap-server", bs, "--group", group, "--reset-offsets",
+                 "--to-earliest", "--topic", topic, "--execute")
+    assert [row.split()[3] for row in reset.splitlines() if row.startswith(group)] == ["0"] * 4
+    tool("kafka-consumer-groups", "--bootstrap-server", bs, "--group", group, "--reset-offsets",
+         "--shift-by", "2", "--all-topics", "--execute")
+    assert "Successful" in tool("kafka-consumer-groups", "--bootstrap-server", bs, "--delete-offsets",
+                                "--group", group, "--topic", topic)
+    assert "was successful" in tool("kafka-consumer-groups", "--bootstrap-server", bs, "--delete",
+                                    "--group", group)
+    assert group not in tool("kafka-consumer-groups", "--bootstrap-server", bs, "--list")
+
+    # kafka-configs: topics and brokers (kraft's dynamic subset)
+    tool("kafka-configs", "--bootstrap-server", bs, "--alter", "--entity-type", "topics", "--entity-name", topic,
+         "--add-config", "max.message.bytes=200000,retention.ms=86400000")
+    tool("kafka-configs", "--bootstrap-server", bs, "--alter", "--entity-type", "topics", "--entity-name", topic,
+         "--delete-config", "retention.ms")
+    configs = tool("kafka-configs", "--bootstrap-server", bs, "--describe", "--entity-type", "topics",
+                   "--entity-name", topic)
+    assert "max.message.bytes=200000" in configs and "retention.ms" not in configs
+    tool("kafka-configs", "--bootstrap-server", bs, "--alter", "--entity-type", "brokers", "--entity-default",
+         "--add-config", "log.retention.ms=604800000")
+    tool("kafka-configs", "--bootstrap-server", bs, "--alter", "--entity-type", "brokers", "--entity-name", "1",
+         "--add-config", "log.retention.bytes=1073741824")
+    assert "log.retention.bytes=1073741824" in tool(
+        "kafka-configs", "--bootstrap-server", bs, "--describe", "--entity-type", "brokers", "--entity-name", "1")
+
+    # kafka-producer-perf-test / kafka-consumer-perf-test
+    perf = tool("kafka-producer-perf-test", "--topic", topic, "--num-records", "20000", "--record-size", "100",
+                "--throughput", "-1", "--producer-props", f"bootstrap.servers={bs}", "acks=all",
+                "enable.idempotence=true")
+    assert "20000 records sent" in perf
+    perf = tool("kafka-consumer-perf-test", "--bootstrap-server", bs, "--topic", topic, "--messages", "20000",
+                "--timeout", "30000")
+    assert int(perf.strip().splitlines()[-1].split(",")[4]) >= 20000
+
+    tool("kafka-topics", "--bootstrap-server", bs, "--delete", "--topic", topic)
