@@ -165,11 +165,18 @@ class DataPath:
                 wanted.append((topic, name, p))
         deadline = trio.current_time() + max_wait_s
         while True:
-            responses, total, events = self._read_all(wanted, replica_id, is_follower, max_bytes, version)
-            if total >= min_bytes or max_wait_s <= 0 or trio.current_time() >= deadline or not events:
+            responses, total, idle = self._read_all(wanted, replica_id, is_follower, max_bytes, version)
+            if total >= min_bytes or max_wait_s <= 0 or trio.current_time() >= deadline or not idle:
                 break
-            with trio.move_on_at(deadline):
-                await _first_of(events)
+            woken = trio.Event()
+            for partition in idle:
+                partition.watch(woken)
+            try:
+                with trio.move_on_at(deadline):
+                    await woken.wait()
+            finally:
+                for partition in idle:
+                    partition.unwatch(woken)
         return {"error_code": 0, "session_id": 0, "responses": responses}
 
     def _read_all(self, wanted, replica_id, is_follower, max_bytes, version):
@@ -177,21 +184,21 @@ class DataPath:
         out = []
         by_topic = {}
         total = 0
-        events = []
+        idle = []  # partitions that answered no data: a long poll waits for them
         for topic, name, p in wanted:
             resp = self._read_partition(name, p, replica_id, is_follower, max(max_bytes - total, 0), now)
             data = resp.get("records") or b""
             total += len(data)
             partition = self.replicas.get(name, p["partition"]) if name else None
             if partition is not None and not data and resp["error_code"] == 0:
-                events.append(partition.data_event)
+                idle.append(partition)
             key = topic["topic_id"] if version >= 13 else name
             entry = by_topic.get(key)
             if entry is None:
                 entry = by_topic[key] = {"topic": name or topic["topic"], "topic_id": topic["topic_id"], "partitions": []}
                 out.append(entry)
             entry["partitions"].append(resp)
-        return out, total, events
+        return out, total, idle
 
     def _read_partition(self, name, p, replica_id, is_follower, max_bytes, now) -> dict:
         index = p["partition"]
@@ -343,16 +350,6 @@ def _produce_response(results: dict) -> dict:
     for (name, index), result in results.items():
         responses.setdefault(name, []).append(dict(result, index=index))
     return {"responses": [{"name": n, "partition_responses": ps} for n, ps in responses.items()]}
-
-
-async def _first_of(events: list[trio.Event]) -> None:
-    """Return when any of ``events`` is set."""
-    async with trio.open_nursery() as nursery:
-        for event in events:
-            async def wait(e=event):
-                await e.wait()
-                nursery.cancel_scope.cancel()
-            nursery.start_soon(wait)
 
 
 def whole_batches_prefix(data: bytes) -> bytes:
