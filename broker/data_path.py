@@ -11,6 +11,7 @@ import logging
 
 import trio
 
+from broker.fetch_session import FetchSessionCache
 from broker.network import Deferred
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
@@ -31,6 +32,7 @@ MAX_TIMESTAMP = -3
 class DataPath:
     def __init__(self, replicas: ReplicaManager):
         self.replicas = replicas
+        self.sessions = FetchSessionCache()  # incremental fetch sessions (KIP-227)
 
     # ------------------------------------------------------------------- produce
 
@@ -163,9 +165,18 @@ class DataPath:
                 name = t.name if t is not None else None
             for p in topic["partitions"]:
                 wanted.append((topic, name, p))
+        forgotten = []
+        for topic in body.get("forgotten_topics_data") or ():
+            key = topic["topic_id"] if version >= 13 else topic["topic"]
+            forgotten.extend((key, index) for index in topic["partitions"])
+        ctx = self.sessions.context(body, version, wanted, forgotten)
+        if ctx.error != ErrorCode.NONE:
+            return {"error_code": int(ctx.error), "session_id": ctx.response_session_id, "responses": []}
+        wanted = ctx.wanted
         deadline = trio.current_time() + max_wait_s
         while True:
-            responses, total, idle = self._read_all(wanted, replica_id, is_follower, max_bytes, version)
+            responses, total, idle = self._read_all(wanted, replica_id, is_follower, max_bytes, version,
+                                                    ctx.session if ctx.incremental and is_follower else None)
             if total >= min_bytes or max_wait_s <= 0 or trio.current_time() >= deadline or not idle:
                 break
             woken = trio.Event()
@@ -177,22 +188,42 @@ class DataPath:
             finally:
                 for partition in idle:
                     partition.unwatch(woken)
-        return {"error_code": 0, "session_id": 0, "responses": responses}
+        if ctx.session is not None:  # a session answers what changed (incremental) and
+            # notes what it told (both): see broker/fetch_session.py
+            kept = []
+            for entry in responses:
+                key = entry["topic_id"] if version >= 13 else entry["topic"]
+                parts = [r for r in entry["partitions"] if ctx.session.must_answer((key, r["partition_index"]), r)]
+                if parts or not ctx.incremental:
+                    kept.append(dict(entry, partitions=parts if ctx.incremental else entry["partitions"]))
+            responses = kept
+        return {"error_code": 0, "session_id": ctx.response_session_id, "responses": responses}
 
-    def _read_all(self, wanted, replica_id, is_follower, max_bytes, version):
+    def _read_all(self, wanted, replica_id, is_follower, max_bytes, version, session=None):
+        """Read every wanted partition; with a follower's incremental ``session``, skip
+        those it knows have nothing new (``FetchSession.is_quiet``)."""
         now = clock.monotonic_ms()
         out = []
         by_topic = {}
         total = 0
         idle = []  # partitions that answered no data: a long poll waits for them
         for topic, name, p in wanted:
+            partition = self.replicas.get(name, p["partition"]) if name else None
+            key = topic["topic_id"] if version >= 13 else name
+            if session is not None and partition is not None and session.is_quiet((key, p["partition"]), partition):
+                idle.append(partition)
+                continue
             resp = self._read_partition(name, p, replica_id, is_follower, max(max_bytes - total, 0), now)
             data = resp.get("records") or b""
             total += len(data)
-            partition = self.replicas.get(name, p["partition"]) if name else None
             if partition is not None and not data and resp["error_code"] == 0:
                 idle.append(partition)
-            key = topic["topic_id"] if version >= 13 else name
+            if session is not None and partition is not None:
+                st = partition.state
+                session.note_read((key, p["partition"]), partition, quiet=(
+                    not data and resp["error_code"] == 0 and "diverging_epoch" not in resp
+                    and p["fetch_offset"] == st.log_end_offset and st.pending is None
+                    and replica_id in st.isr))
             entry = by_topic.get(key)
             if entry is None:
                 entry = by_topic[key] = {"topic": name or topic["topic"], "topic_id": topic["topic_id"], "partitions": []}
@@ -217,10 +248,13 @@ class DataPath:
         st = partition.state
         fetch_offset = p["fetch_offset"]
         if is_follower:
+            hw = st.high_watermark
             result = st.on_follower_fetch(replica_id, fetch_offset, p["last_fetched_epoch"], now,
                                           current_leader_epoch=p["current_leader_epoch"],
                                           log_start_offset=p["log_start_offset"])
             partition.complete(result.completed)
+            if st.high_watermark != hw and not result.completed:
+                partition.notify()  # the other followers' sessions must tell it
             self.replicas.propose(partition, result.isr_proposal)
             if result.error != ErrorCode.NONE:
                 resp["error_code"] = int(result.error)

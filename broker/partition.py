@@ -55,6 +55,7 @@ class Partition:
             log_end_offset=plog.log_end_offset, high_watermark=high_watermark,
             unsafe_ack_before_replication=unsafe_ack_before_replication)
         self._watchers: set[trio.Event] = set()  # long-polling fetches (``watch``)
+        self.version = 0  # changes counted by ``notify``
         self._waiters: dict[int, list] = {}  # waiter id -> [event, error]
         self._waiting = waiting  # the owner's set of partitions with waiters (deadline checks)
 
@@ -65,7 +66,10 @@ class Partition:
     # -- waking waiters ---------------------------------------------------------------
 
     def notify(self) -> None:
-        """New data or a new high watermark: wake long-polling fetches."""
+        """New data, a new high watermark, log start, epoch or role: wake long-polling
+        fetches and count the change (``version``: fetch sessions skip the partitions
+        whose version they have seen)."""
+        self.version += 1
         watchers, self._watchers = self._watchers, set()
         for event in watchers:
             event.set()
@@ -132,6 +136,7 @@ class Partition:
             self.producers.update(h)
         self.state.on_local_append(self.log.log_end_offset, headers)
         self.checkpoint_epochs()
+        self.notify()
         return headers
 
     def truncate_to(self, offset: int) -> None:
@@ -142,6 +147,7 @@ class Partition:
             self.producers.truncate_and_reload(h for h, _ in self.log.iter_batches())
         self.state.on_truncated(offset)
         self.checkpoint_epochs()
+        self.notify()
 
     def restart_at(self, offset: int) -> None:
         """Our log ends before the leader's start: drop it and start over at ``offset``."""
@@ -149,6 +155,7 @@ class Partition:
         self._truncated()
         self.producers.truncate_and_reload(())
         self.checkpoint_epochs()
+        self.notify()
 
     def _truncated(self) -> None:
         self.truncations += 1

@@ -81,6 +81,7 @@ class ReplicaManager:
         self.image = MetadataImage()
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._waiting: set[Partition] = set()  # partitions with acks=all producers waiting
+        self._followers: dict[int, list[Partition]] | None = None  # followers_by_leader's
         # Segment files stay open through one bounded cache, so the partitions a node hosts
         # are not bounded by its open files limit (see kraft/log/file_cache.py).
         SEGMENT_FILES.set_max_open(config["kraft.log.open.files.max"])
@@ -114,11 +115,15 @@ class ReplicaManager:
         return self.partitions.get((topic, index))
 
     def followers_by_leader(self) -> dict[int, list[Partition]]:
-        out: dict[int, list[Partition]] = {}
-        for p in self.partitions.values():
-            if p.state.role.value == "follower" and p.state.leader_id >= 0:
-                out.setdefault(p.state.leader_id, []).append(p)
-        return out
+        """The followed partitions by leader; kept until a replica's role changes (every
+        fetch round asks, and a node may host 20,000 replicas)."""
+        if self._followers is None:
+            out: dict[int, list[Partition]] = {}
+            for p in self.partitions.values():
+                if p.state.role.value == "follower" and p.state.leader_id >= 0:
+                    out.setdefault(p.state.leader_id, []).append(p)
+            self._followers = out
+        return self._followers
 
     def topic_config(self, topic: str) -> dict:
         return dict(self.image.config(ConfigResourceType.TOPIC, topic))
@@ -249,6 +254,7 @@ class ReplicaManager:
         self._wake_fetchers()
 
     def _wake_fetchers(self) -> None:
+        self._followers = None
         self.followers_changed.set()
         self.followers_changed = trio.Event()
 
@@ -290,6 +296,7 @@ class ReplicaManager:
                 partition.log.update_config(config)
 
     def _apply(self, partition: Partition, reg, now: int) -> None:
+        self._followers = None
         st = partition.state
         leo = partition.log.log_end_offset
         if reg.leader == self.broker_id:
@@ -311,6 +318,7 @@ class ReplicaManager:
             listener(partition.topic, partition.index, st.is_leader)
 
     def _remove(self, key) -> None:
+        self._followers = None
         partition = self.partitions.pop(key)
         partition.close()
         for listener in self.leadership_listeners:
@@ -373,8 +381,11 @@ class ReplicaManager:
     def _apply_retention(self) -> None:
         for partition in list(self.partitions.values()):
             if partition.state.is_leader or partition.state.role.value == "follower":
+                start = partition.state.log_start_offset
                 partition.log.apply_retention(upper_bound_offset=partition.state.high_watermark)
                 partition.state.on_log_start_offset(partition.log.log_start_offset)
+                if partition.state.log_start_offset != start:
+                    partition.notify()
 
     async def run_cleaner(self) -> None:
         """Log compaction (see the module doc): a round every ``log.cleaner.backoff.ms``,

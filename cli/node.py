@@ -241,6 +241,7 @@ class Node:
                              list(proposal.new_isr), ErrorCode(error).name)
                 if partition.state.pending is proposal:
                     partition.complete(partition.state.on_alter_partition_failed())
+                    partition.notify()
             else:
                 log.info("%s: ISR %s -> %s", partition.name, proposal.kind.value, list(proposal.new_isr))
 
