@@ -56,6 +56,7 @@ class Partition:
             unsafe_ack_before_replication=unsafe_ack_before_replication)
         self._watchers: set[trio.Event] = set()  # long-polling fetches (``watch``)
         self.version = 0  # changes counted by ``notify``
+        self.followed_leader: int | None = None  # the owner's index of followers (ReplicaManager)
         self._waiters: dict[int, list] = {}  # waiter id -> [event, error]
         self._waiting = waiting  # the owner's set of partitions with waiters (deadline checks)
 

@@ -81,7 +81,7 @@ class ReplicaManager:
         self.image = MetadataImage()
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._waiting: set[Partition] = set()  # partitions with acks=all producers waiting
-        self._followers: dict[int, list[Partition]] | None = None  # followers_by_leader's
+        self._followed: dict[int, dict[tuple[str, int], Partition]] = {}  # leader -> followers
         # Segment files stay open through one bounded cache, so the partitions a node hosts
         # are not bounded by its open files limit (see kraft/log/file_cache.py).
         SEGMENT_FILES.set_max_open(config["kraft.log.open.files.max"])
@@ -115,15 +115,27 @@ class ReplicaManager:
         return self.partitions.get((topic, index))
 
     def followers_by_leader(self) -> dict[int, list[Partition]]:
-        """The followed partitions by leader; kept until a replica's role changes (every
-        fetch round asks, and a node may host 20,000 replicas)."""
-        if self._followers is None:
-            out: dict[int, list[Partition]] = {}
-            for p in self.partitions.values():
-                if p.state.role.value == "follower" and p.state.leader_id >= 0:
-                    out.setdefault(p.state.leader_id, []).append(p)
-            self._followers = out
-        return self._followers
+        """The followed partitions by leader (kept up to date by ``_track``: every fetch
+        round asks, and a node may host 20,000 replicas)."""
+        return {leader: list(followed.values()) for leader, followed in self._followed.items()}
+
+    def _track(self, partition: Partition) -> None:
+        """Note the partition's role in ``followers_by_leader`` after it may have changed."""
+        key = (partition.topic, partition.index)
+        st = partition.state
+        new = (st.leader_id if st.role.value == "follower" and st.leader_id >= 0
+               and self.partitions.get(key) is partition else None)
+        old = partition.followed_leader
+        if old == new:
+            return
+        if old is not None:
+            followed = self._followed.get(old, {})
+            followed.pop(key, None)
+            if not followed:
+                self._followed.pop(old, None)
+        if new is not None:
+            self._followed.setdefault(new, {})[key] = partition
+        partition.followed_leader = new
 
     def topic_config(self, topic: str) -> dict:
         return dict(self.image.config(ConfigResourceType.TOPIC, topic))
@@ -167,6 +179,7 @@ class ReplicaManager:
                   self.log_dir_path, doing, exc, len(self.partitions))
         for partition in self.partitions.values():
             partition.close()
+            self._track(partition)
             partition.log.abandon()  # drop the descriptors; write nothing more there
             for listener in self.leadership_listeners:
                 listener(partition.topic, partition.index, False)
@@ -254,7 +267,6 @@ class ReplicaManager:
         self._wake_fetchers()
 
     def _wake_fetchers(self) -> None:
-        self._followers = None
         self.followers_changed.set()
         self.followers_changed = trio.Event()
 
@@ -296,7 +308,6 @@ class ReplicaManager:
                 partition.log.update_config(config)
 
     def _apply(self, partition: Partition, reg, now: int) -> None:
-        self._followers = None
         st = partition.state
         leo = partition.log.log_end_offset
         if reg.leader == self.broker_id:
@@ -314,13 +325,14 @@ class ReplicaManager:
                                         reg.isr, leo, st.high_watermark, now)
             partition.complete(change.completed)
         partition.notify()
+        self._track(partition)
         for listener in self.leadership_listeners:
             listener(partition.topic, partition.index, st.is_leader)
 
     def _remove(self, key) -> None:
-        self._followers = None
         partition = self.partitions.pop(key)
         partition.close()
+        self._track(partition)
         for listener in self.leadership_listeners:
             listener(partition.topic, partition.index, False)
         self.cleaner.forget(partition.log)
