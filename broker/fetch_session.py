@@ -187,20 +187,24 @@ class FetchSessionHandler:
         self.epoch = INITIAL_EPOCH
         self._sent: dict = {}  # key -> position, as the leader's session holds them
         self._pending: tuple | None = None  # (full, sent, forgotten) of the request in flight
-        self.positions: dict = {}  # the caller's cache of positions (key -> anything)
 
-    def build(self, positions: dict) -> tuple[int, int, dict, list]:
-        """(session_id, session_epoch, key -> position to send, keys to forget)."""
+    def build(self, positions: dict, changed=None) -> tuple[int, int, dict, list]:
+        """(session_id, session_epoch, key -> position to send, keys to forget).
+        ``changed``: when given, the only keys whose position may have changed since the
+        last call, which had the same keys (so the cost is in proportion to it)."""
         if self.session_id == 0:
             self._pending = (True, dict(positions), [])
             return 0, INITIAL_EPOCH, positions, []
         sent = self._sent
         send = {}
-        for k, pos in positions.items():
+        for k in (positions if changed is None else changed):
+            pos = positions.get(k)
+            if pos is None:
+                continue
             was = sent.get(k)
             if was is not pos and was != pos:
                 send[k] = pos
-        forget = [k for k in self._sent if k not in positions]
+        forget = [] if changed is not None else [k for k in self._sent if k not in positions]
         self._pending = (False, send, forget)
         return self.session_id, self.epoch, send, forget
 

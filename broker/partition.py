@@ -57,6 +57,7 @@ class Partition:
         self._watchers: set[trio.Event] = set()  # long-polling fetches (``watch``)
         self.version = 0  # changes counted by ``notify``
         self.followed_leader: int | None = None  # the owner's index of followers (ReplicaManager)
+        self.on_change = None  # called by ``notify`` (the owner tells the replica fetchers)
         self._waiters: dict[int, list] = {}  # waiter id -> [event, error]
         self._waiting = waiting  # the owner's set of partitions with waiters (deadline checks)
 
@@ -71,6 +72,8 @@ class Partition:
         fetches and count the change (``version``: fetch sessions skip the partitions
         whose version they have seen)."""
         self.version += 1
+        if self.on_change is not None:
+            self.on_change(self)
         watchers, self._watchers = self._watchers, set()
         for event in watchers:
             event.set()

@@ -28,6 +28,17 @@ FETCH_VERSION = 12
 MAX_WAIT_MS = 500
 
 
+class _PositionsView:
+    """``key -> position`` over ``key -> (partition, position)``, without copying."""
+
+    def __init__(self, current: dict):
+        self._current = current
+
+    def get(self, key):
+        item = self._current.get(key)
+        return None if item is None else item[1]
+
+
 def broker_address(image, broker_id: int, listener_name: str | None) -> tuple[str, int] | None:
     broker = image.broker(broker_id)
     if broker is None or not broker.listeners:
@@ -62,18 +73,39 @@ class ReplicaFetcherManager:
 
     async def _fetch_loop(self, leader_id: int) -> None:
         session = FetchSessionHandler()
+        changed: set = set()  # partitions that notified a change (``Partition.notify``)
+        self.replicas.change_sinks.append(changed)
+        built = None  # the followers_version ``positions`` was built at
+        positions: dict = {}  # key -> (partition, fetch position)
         try:
             while True:
-                partitions = self.replicas.followers_by_leader().get(leader_id)
-                if not partitions:
-                    return
+                if built != self.replicas.followers_version:
+                    # Which partitions are followed from here changed: look at them all.
+                    partitions = self.replicas.followers_by_leader().get(leader_id)
+                    if not partitions:
+                        return
+                    built = self.replicas.followers_version
+                    changed.clear()
+                    positions = {(p.topic, p.index): (p, p.state.fetch_position()) for p in partitions}
+                    keys = None
+                else:
+                    # Only the partitions that changed: a round costs what changed, not the
+                    # thousands of partitions followed.
+                    keys = []
+                    for p in changed:
+                        key = (p.topic, p.index)
+                        item = positions.get(key)
+                        if item is not None and item[0] is p:
+                            positions[key] = (p, p.state.fetch_position())
+                            keys.append(key)
+                    changed.clear()
                 address = broker_address(self.replicas.image, leader_id, self.listener_name)
                 if address is None:
                     session.reset()
                     await trio.sleep(self.backoff_s)
                     continue
                 try:
-                    progressed = await self._fetch_once(address, partitions, session)
+                    progressed = await self._fetch_once(address, positions, keys, session)
                 except NodeUnavailable as exc:
                     log.debug("fetch from broker %d failed: %s", leader_id, exc)
                     session.reset()
@@ -85,26 +117,17 @@ class ReplicaFetcherManager:
                 if not progressed:
                     await trio.sleep(self.backoff_s)
         finally:
+            self.replicas.change_sinks.remove(changed)
             self._running.discard(leader_id)
 
-    async def _fetch_once(self, address, partitions, session: FetchSessionHandler) -> bool:
-        current = {}
-        positions = {}
-        known = session.positions  # key -> (partition, its version, position), from before
-        for p in partitions:
-            key = (p.topic, p.index)
-            was = known.get(key)
-            if was is not None and was[0] is p and was[1] == p.version:
-                pos = was[2]  # unchanged since (``Partition.notify`` counts changes)
-            else:
-                pos = p.state.fetch_position()
-                known[key] = (p, p.version, pos)
-            current[key] = (p, pos)
-            positions[key] = pos
-        if len(known) > 2 * len(current):  # partitions no longer followed from here
-            session.positions = {k: known[k] for k in current}
+    async def _fetch_once(self, address, current: dict, changed_keys, session: FetchSessionHandler) -> bool:
+        """One Fetch; ``current``: key -> (partition, position) of every followed partition,
+        ``changed_keys``: those whose position may have changed since the last round (None:
+        any)."""
         # Only what changed since the leader's session last heard of it (KIP-227).
-        session_id, session_epoch, send, forget = session.build(positions)
+        session_id, session_epoch, send, forget = session.build(
+            {k: pos for k, (_, pos) in current.items()} if changed_keys is None or session.session_id == 0
+            else _PositionsView(current), changed_keys)
         topics: dict[str, list] = {}
         for (topic, index), pos in send.items():
             topics.setdefault(topic, []).append({

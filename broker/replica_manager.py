@@ -82,6 +82,8 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._waiting: set[Partition] = set()  # partitions with acks=all producers waiting
         self._followed: dict[int, dict[tuple[str, int], Partition]] = {}  # leader -> followers
+        self.followers_version = 0  # counts changes of followers_by_leader
+        self.change_sinks: list[set[Partition]] = []  # each replica fetcher's changed partitions
         # Segment files stay open through one bounded cache, so the partitions a node hosts
         # are not bounded by its open files limit (see kraft/log/file_cache.py).
         SEGMENT_FILES.set_max_open(config["kraft.log.open.files.max"])
@@ -136,6 +138,11 @@ class ReplicaManager:
         if new is not None:
             self._followed.setdefault(new, {})[key] = partition
         partition.followed_leader = new
+        self.followers_version += 1
+
+    def _changed(self, partition: Partition) -> None:
+        for sink in self.change_sinks:
+            sink.add(partition)
 
     def topic_config(self, topic: str) -> dict:
         return dict(self.image.config(ConfigResourceType.TOPIC, topic))
@@ -237,16 +244,22 @@ class ReplicaManager:
             applied = image
 
     def _reconcile_steps(self, previous: MetadataImage, image: MetadataImage):
-        """Reconcile the hosted replicas with ``image``; yields after every replica it
-        opened or changed, so a caller may pause there."""
+        """Reconcile the hosted replicas with ``image`` (``previous`` being the image they
+        were reconciled with); yields after every replica it opened or changed, so a
+        caller may pause there.  Only the topics that changed are looked at: an ISR change
+        of one partition must not cost a pass over 20,000 (issue 15)."""
         wanted = set()
+        changed = set()  # names of the topics created, changed or re-created
         for topic in image.topics_by_name.values():
+            old_topic = previous.topics_by_name.get(topic.name)
+            if old_topic is topic:
+                continue  # images share unchanged topics: its replicas are as applied before
+            changed.add(topic.name)
             for index, reg in topic.partitions.items():
                 if self.broker_id not in reg.replicas:
                     continue
                 key = (topic.name, index)
                 wanted.add(key)
-                old_topic = previous.topics_by_name.get(topic.name)
                 old_reg = old_topic.partitions.get(index) if old_topic and old_topic.id == topic.id else None
                 partition = self.partitions.get(key)
                 if partition is not None and partition.topic_id != topic.id:
@@ -259,7 +272,8 @@ class ReplicaManager:
                     continue
                 self._apply(partition, reg, clock.monotonic_ms())
                 yield
-        for key in [k for k in self.partitions if k not in wanted]:
+        topics = image.topics_by_name
+        for key in [k for k in self.partitions if k[0] not in topics or (k[0] in changed and k not in wanted)]:
             self._remove(key)
             yield
         if image.configs is not previous.configs:
@@ -279,6 +293,7 @@ class ReplicaManager:
         partition = Partition(topic, index, topic_id, plog, self.broker_id,
                               high_watermark=hw, unsafe_ack_before_replication=self.unsafe_ack,
                               cleaner=self.cleaner, waiting=self._waiting)
+        partition.on_change = self._changed
         self.partitions[(topic, index)] = partition
         return partition
 
