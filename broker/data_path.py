@@ -173,21 +173,35 @@ class DataPath:
         if ctx.error != ErrorCode.NONE:
             return {"error_code": int(ctx.error), "session_id": ctx.response_session_id, "responses": []}
         wanted = ctx.wanted
+        session = ctx.session if ctx.incremental and is_follower else None
         deadline = trio.current_time() + max_wait_s
+        results: dict = {}  # position in ``wanted`` -> response, filled in as read
+        total = 0
+        entries = list(enumerate(wanted))
         while True:
-            responses, total, idle = self._read_all(wanted, replica_id, is_follower, max_bytes, version,
-                                                    ctx.session if ctx.incremental and is_follower else None)
+            read, idle = self._read_all(entries, results, replica_id, is_follower, max_bytes - total,
+                                        version, session)
+            total += read
             if total >= min_bytes or max_wait_s <= 0 or trio.current_time() >= deadline or not idle:
                 break
-            woken = trio.Event()
+            # Wait for a change of a partition that had nothing, then read only those that
+            # changed (a follower's fetch covers thousands of partitions).
+            woken: list = []
+            event = trio.Event()
+
+            def wake(partition, woken=woken, event=event):
+                woken.append(partition)
+                event.set()
             for partition in idle:
-                partition.watch(woken)
+                partition.watch(wake)
             try:
                 with trio.move_on_at(deadline):
-                    await woken.wait()
+                    await event.wait()
             finally:
                 for partition in idle:
-                    partition.unwatch(woken)
+                    partition.unwatch(wake)
+            entries = [idle[p] for p in dict.fromkeys(woken) if p in idle]
+        responses = _group(wanted, results, version)
         if ctx.session is not None:  # a session answers what changed (incremental) and
             # notes what it told (both): see broker/fetch_session.py
             kept = []
@@ -199,37 +213,34 @@ class DataPath:
             responses = kept
         return {"error_code": 0, "session_id": ctx.response_session_id, "responses": responses}
 
-    def _read_all(self, wanted, replica_id, is_follower, max_bytes, version, session=None):
-        """Read every wanted partition; with a follower's incremental ``session``, skip
-        those it knows have nothing new (``FetchSession.is_quiet``)."""
+    def _read_all(self, entries, results: dict, replica_id, is_follower, max_bytes, version, session=None):
+        """Read ``entries`` (position in the request, (topic, name, partition)) into
+        ``results``; returns the bytes read and the partitions that had none, by partition.
+        With a follower's incremental ``session``, skip those it knows have nothing new
+        (``FetchSession.is_quiet``)."""
         now = clock.monotonic_ms()
-        out = []
-        by_topic = {}
         total = 0
-        idle = []  # partitions that answered no data: a long poll waits for them
-        for topic, name, p in wanted:
+        idle = {}  # partition -> entry: a long poll waits for them
+        for entry in entries:
+            i, (topic, name, p) = entry
             partition = self.replicas.get(name, p["partition"]) if name else None
             key = topic["topic_id"] if version >= 13 else name
             if session is not None and partition is not None and session.is_quiet((key, p["partition"]), partition):
-                idle.append(partition)
+                idle[partition] = entry
                 continue
             resp = self._read_partition(name, p, replica_id, is_follower, max(max_bytes - total, 0), now)
             data = resp.get("records") or b""
             total += len(data)
             if partition is not None and not data and resp["error_code"] == 0:
-                idle.append(partition)
+                idle[partition] = entry
             if session is not None and partition is not None:
                 st = partition.state
                 session.note_read((key, p["partition"]), partition, quiet=(
                     not data and resp["error_code"] == 0 and "diverging_epoch" not in resp
                     and p["fetch_offset"] == st.log_end_offset and st.pending is None
                     and replica_id in st.isr))
-            entry = by_topic.get(key)
-            if entry is None:
-                entry = by_topic[key] = {"topic": name or topic["topic"], "topic_id": topic["topic_id"], "partitions": []}
-                out.append(entry)
-            entry["partitions"].append(resp)
-        return out, total, idle
+            results[i] = resp
+        return total, idle
 
     def _read_partition(self, name, p, replica_id, is_follower, max_bytes, now) -> dict:
         index = p["partition"]
@@ -377,6 +388,23 @@ class DataPath:
                 parts.append(out)
             topics.append({"topic": topic["topic"], "partitions": parts})
         return {"topics": topics}
+
+
+def _group(wanted: list, results: dict, version: int) -> list[dict]:
+    """The Fetch response's topics: the partitions read, by topic, in request order."""
+    out = []
+    by_topic = {}
+    for i, (topic, name, p) in enumerate(wanted):
+        resp = results.get(i)
+        if resp is None:
+            continue  # skipped by a session: nothing to tell
+        key = topic["topic_id"] if version >= 13 else name
+        entry = by_topic.get(key)
+        if entry is None:
+            entry = by_topic[key] = {"topic": name or topic["topic"], "topic_id": topic["topic_id"], "partitions": []}
+            out.append(entry)
+        entry["partitions"].append(resp)
+    return out
 
 
 def _produce_response(results: dict) -> dict:

@@ -54,7 +54,7 @@ class Partition:
             broker_id, cache, log_start_offset=plog.log_start_offset,
             log_end_offset=plog.log_end_offset, high_watermark=high_watermark,
             unsafe_ack_before_replication=unsafe_ack_before_replication)
-        self._watchers: set[trio.Event] = set()  # long-polling fetches (``watch``)
+        self._watchers: set = set()  # long-polling fetches (``watch``)
         self.version = 0  # changes counted by ``notify``
         self.followed_leader: int | None = None  # the owner's index of followers (ReplicaManager)
         self.on_change = None  # called by ``notify`` (the owner tells the replica fetchers)
@@ -75,17 +75,17 @@ class Partition:
         if self.on_change is not None:
             self.on_change(self)
         watchers, self._watchers = self._watchers, set()
-        for event in watchers:
-            event.set()
+        for wake in watchers:
+            wake(self)
 
-    def watch(self, event: trio.Event) -> None:
-        """Set ``event`` at the next ``notify``: one event serves a fetch that waits on
-        thousands of partitions (a follower's), where a task per partition cost more than
-        the fetch itself."""
-        self._watchers.add(event)
+    def watch(self, wake) -> None:
+        """Call ``wake(partition)`` at the next ``notify``: one callback serves a fetch that
+        waits on thousands of partitions (a follower's), where a task per partition cost
+        more than the fetch itself."""
+        self._watchers.add(wake)
 
-    def unwatch(self, event: trio.Event) -> None:
-        self._watchers.discard(event)
+    def unwatch(self, wake) -> None:
+        self._watchers.discard(wake)
 
     def add_waiter(self, waiter_id: int) -> list:
         slot = [trio.Event(), None]
