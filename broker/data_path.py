@@ -176,31 +176,35 @@ class DataPath:
         session = ctx.session if ctx.incremental and is_follower else None
         deadline = trio.current_time() + max_wait_s
         results: dict = {}  # position in ``wanted`` -> response, filled in as read
-        total = 0
-        entries = list(enumerate(wanted))
-        while True:
-            read, idle = self._read_all(entries, results, replica_id, is_follower, max_bytes - total,
-                                        version, session)
-            total += read
-            if total >= min_bytes or max_wait_s <= 0 or trio.current_time() >= deadline or not idle:
-                break
-            # Wait for a change of a partition that had nothing, then read only those that
-            # changed (a follower's fetch covers thousands of partitions).
+        total, waiting = self._read_all(list(enumerate(wanted)), results, replica_id, is_follower,
+                                        max_bytes, version, session)
+        if total < min_bytes and max_wait_s > 0 and waiting:
+            # Long poll: wait for a change of a partition that had nothing, then read only
+            # those that changed (a follower's fetch covers thousands of partitions).
             woken: list = []
-            event = trio.Event()
+            wakeup = [trio.Event()]
 
-            def wake(partition, woken=woken, event=event):
+            def wake(partition):
                 woken.append(partition)
-                event.set()
-            for partition in idle:
+                wakeup[0].set()
+            for partition in waiting:
                 partition.watch(wake)
             try:
-                with trio.move_on_at(deadline):
-                    await event.wait()
+                while total < min_bytes and waiting and trio.current_time() < deadline:
+                    with trio.move_on_at(deadline):
+                        await wakeup[0].wait()
+                    wakeup[0] = trio.Event()
+                    changed = [waiting.pop(p) for p in dict.fromkeys(woken) if p in waiting]
+                    woken.clear()
+                    read, idle = self._read_all(changed, results, replica_id, is_follower,
+                                                max_bytes - total, version, session)
+                    total += read
+                    for partition, entry in idle.items():  # ``notify`` dropped their watch
+                        waiting[partition] = entry
+                        partition.watch(wake)
             finally:
-                for partition in idle:
+                for partition in waiting:
                     partition.unwatch(wake)
-            entries = [idle[p] for p in dict.fromkeys(woken) if p in idle]
         responses = _group(wanted, results, version)
         if ctx.session is not None:  # a session answers what changed (incremental) and
             # notes what it told (both): see broker/fetch_session.py
