@@ -3,8 +3,9 @@ under ``ulimit -n`` (default 4096) host TOPICS x PARTITIONS partitions at RF 3, 
 with confluent-kafka's admin client; then every partition must have a leader, one
 message produced to each must be acknowledged (acks=all) and read back.
 
-Prints: creation time, open descriptors and RSS per node, quorum leader/epoch before and
-after, produce and consume counts.  Exits non-zero when a node died or a check failed.
+Prints: creation time and time until every partition is led (must be within 30 s), open
+descriptors, RSS and idle CPU per node, the quorum leader/epoch before and after (must not
+change), produce (acks=all, idempotent) and consume counts and times.  Exits non-zero when a node died or a check failed.
 
     python3 bench/many_partitions.py                    # 20 topics x 1000, ulimit 4096
     python3 bench/many_partitions.py --topics 2 --partitions 500
@@ -43,6 +44,17 @@ def node_stats(cluster: LocalCluster) -> dict[int, tuple[int, int]]:
                 if line.startswith("VmRSS:"):
                     rss_kb = int(line.split()[1])
         out[node_id] = (fds, rss_kb // 1024)
+    return out
+
+
+def cpu_seconds(cluster: LocalCluster) -> dict[int, float]:
+    """node id -> CPU seconds (user + system) used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for node_id, node in cluster.nodes.items():
+        if node.running:
+            fields = Path(f"/proc/{node.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            out[node_id] = (int(fields[11]) + int(fields[12])) / tick
     return out
 
 
@@ -100,7 +112,8 @@ def main() -> int:
     with LocalCluster(base, controllers=3) as cluster:
         try:
             start_cluster(cluster)
-            print(f"started: quorum {quorum(cluster)}; fds/RSS(MiB) {node_stats(cluster)}", flush=True)
+            quorum_before = quorum(cluster)
+            print(f"started: quorum {quorum_before}; fds/RSS(MiB) {node_stats(cluster)}", flush=True)
             admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
             t0 = time.monotonic()
             retries = 0
@@ -135,9 +148,20 @@ def main() -> int:
             print(f"created in {created_s:.1f}s ({retries} CreateTopics retries); {led}/{total} partitions led after {led_s:.1f}s", flush=True)
             if led != total:
                 failures.append(f"only {led}/{total} partitions led")
-            time.sleep(5)  # let replica fetchers settle before measuring
+            elif led_s > 30:
+                failures.append(f"all partitions led only after {led_s:.1f}s (more than 30 s)")
+            quorum_after = quorum(cluster)
+            print(f"quorum (leader, epoch) before {quorum_before}, after creation {quorum_after}", flush=True)
+            if set(quorum_after.values()) != set(quorum_before.values()):
+                failures.append(f"the controller leadership changed: {quorum_before} -> {quorum_after}")
+            time.sleep(20)  # let replica fetchers settle before measuring
             stats = node_stats(cluster)
-            print(f"fds/RSS(MiB) per node: {stats}; quorum {quorum(cluster)}", flush=True)
+            cpu0, c0 = cpu_seconds(cluster), time.monotonic()
+            time.sleep(10)
+            cpu1, c1 = cpu_seconds(cluster), time.monotonic()
+            idle = {i: f"{100 * (cpu1[i] - cpu0[i]) / (c1 - c0):.0f}%" for i in cpu1 if i in cpu0}
+            print(f"fds/RSS(MiB) per node: {stats}; idle CPU per node (10 s): {idle}; quorum {quorum(cluster)}",
+                  flush=True)
 
             producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
                                  "enable.idempotence": True, "linger.ms": 50,
@@ -169,7 +193,10 @@ def main() -> int:
             if seen != set(acked):
                 failures.append(f"consumed {len(seen)} of {len(acked)}")
             stats = node_stats(cluster)
-            print(f"after produce/consume: fds/RSS(MiB) per node: {stats}; quorum {quorum(cluster)}", flush=True)
+            quorum_end = quorum(cluster)
+            print(f"after produce/consume: fds/RSS(MiB) per node: {stats}; quorum {quorum_end}", flush=True)
+            if set(quorum_end.values()) != set(quorum_before.values()):
+                failures.append(f"the controller leadership changed: {quorum_before} -> {quorum_end}")
             dead = [i for i, n in cluster.nodes.items() if not n.running]
             if dead:
                 failures.append(f"nodes {dead} died")

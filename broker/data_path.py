@@ -11,6 +11,7 @@ import logging
 
 import trio
 
+from broker.fetch_session import FetchSessionCache
 from broker.network import Deferred
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
@@ -31,6 +32,7 @@ MAX_TIMESTAMP = -3
 class DataPath:
     def __init__(self, replicas: ReplicaManager):
         self.replicas = replicas
+        self.sessions = FetchSessionCache()  # incremental fetch sessions (KIP-227)
 
     # ------------------------------------------------------------------- produce
 
@@ -163,35 +165,86 @@ class DataPath:
                 name = t.name if t is not None else None
             for p in topic["partitions"]:
                 wanted.append((topic, name, p))
+        forgotten = []
+        for topic in body.get("forgotten_topics_data") or ():
+            key = topic["topic_id"] if version >= 13 else topic["topic"]
+            forgotten.extend((key, index) for index in topic["partitions"])
+        ctx = self.sessions.context(body, version, wanted, forgotten)
+        if ctx.error != ErrorCode.NONE:
+            return {"error_code": int(ctx.error), "session_id": ctx.response_session_id, "responses": []}
+        wanted = ctx.wanted
+        session = ctx.session if ctx.incremental and is_follower else None
         deadline = trio.current_time() + max_wait_s
-        while True:
-            responses, total, events = self._read_all(wanted, replica_id, is_follower, max_bytes, version)
-            if total >= min_bytes or max_wait_s <= 0 or trio.current_time() >= deadline or not events:
-                break
-            with trio.move_on_at(deadline):
-                await _first_of(events)
-        return {"error_code": 0, "session_id": 0, "responses": responses}
+        results: dict = {}  # position in ``wanted`` -> response, filled in as read
+        total, waiting = self._read_all(list(enumerate(wanted)), results, replica_id, is_follower,
+                                        max_bytes, version, session)
+        if total < min_bytes and max_wait_s > 0 and waiting:
+            # Long poll: wait for a change of a partition that had nothing, then read only
+            # those that changed (a follower's fetch covers thousands of partitions).
+            woken: list = []
+            wakeup = [trio.Event()]
 
-    def _read_all(self, wanted, replica_id, is_follower, max_bytes, version):
+            def wake(partition):
+                woken.append(partition)
+                wakeup[0].set()
+            for partition in waiting:
+                partition.watch(wake)
+            try:
+                while total < min_bytes and waiting and trio.current_time() < deadline:
+                    with trio.move_on_at(deadline):
+                        await wakeup[0].wait()
+                    wakeup[0] = trio.Event()
+                    changed = [waiting.pop(p) for p in dict.fromkeys(woken) if p in waiting]
+                    woken.clear()
+                    read, idle = self._read_all(changed, results, replica_id, is_follower,
+                                                max_bytes - total, version, session)
+                    total += read
+                    for partition, entry in idle.items():  # ``notify`` dropped their watch
+                        waiting[partition] = entry
+                        partition.watch(wake)
+            finally:
+                for partition in waiting:
+                    partition.unwatch(wake)
+        responses = _group(wanted, results, version)
+        if ctx.session is not None:  # a session answers what changed (incremental) and
+            # notes what it told (both): see broker/fetch_session.py
+            kept = []
+            for entry in responses:
+                key = entry["topic_id"] if version >= 13 else entry["topic"]
+                parts = [r for r in entry["partitions"] if ctx.session.must_answer((key, r["partition_index"]), r)]
+                if parts or not ctx.incremental:
+                    kept.append(dict(entry, partitions=parts if ctx.incremental else entry["partitions"]))
+            responses = kept
+        return {"error_code": 0, "session_id": ctx.response_session_id, "responses": responses}
+
+    def _read_all(self, entries, results: dict, replica_id, is_follower, max_bytes, version, session=None):
+        """Read ``entries`` (position in the request, (topic, name, partition)) into
+        ``results``; returns the bytes read and the partitions that had none, by partition.
+        With a follower's incremental ``session``, skip those it knows have nothing new
+        (``FetchSession.is_quiet``)."""
         now = clock.monotonic_ms()
-        out = []
-        by_topic = {}
         total = 0
-        events = []
-        for topic, name, p in wanted:
+        idle = {}  # partition -> entry: a long poll waits for them
+        for entry in entries:
+            i, (topic, name, p) = entry
+            partition = self.replicas.get(name, p["partition"]) if name else None
+            key = topic["topic_id"] if version >= 13 else name
+            if session is not None and partition is not None and session.is_quiet((key, p["partition"]), partition):
+                idle[partition] = entry
+                continue
             resp = self._read_partition(name, p, replica_id, is_follower, max(max_bytes - total, 0), now)
             data = resp.get("records") or b""
             total += len(data)
-            partition = self.replicas.get(name, p["partition"]) if name else None
             if partition is not None and not data and resp["error_code"] == 0:
-                events.append(partition.data_event)
-            key = topic["topic_id"] if version >= 13 else name
-            entry = by_topic.get(key)
-            if entry is None:
-                entry = by_topic[key] = {"topic": name or topic["topic"], "topic_id": topic["topic_id"], "partitions": []}
-                out.append(entry)
-            entry["partitions"].append(resp)
-        return out, total, events
+                idle[partition] = entry
+            if session is not None and partition is not None:
+                st = partition.state
+                session.note_read((key, p["partition"]), partition, quiet=(
+                    not data and resp["error_code"] == 0 and "diverging_epoch" not in resp
+                    and p["fetch_offset"] == st.log_end_offset and st.pending is None
+                    and replica_id in st.isr))
+            results[i] = resp
+        return total, idle
 
     def _read_partition(self, name, p, replica_id, is_follower, max_bytes, now) -> dict:
         index = p["partition"]
@@ -210,10 +263,13 @@ class DataPath:
         st = partition.state
         fetch_offset = p["fetch_offset"]
         if is_follower:
+            hw = st.high_watermark
             result = st.on_follower_fetch(replica_id, fetch_offset, p["last_fetched_epoch"], now,
                                           current_leader_epoch=p["current_leader_epoch"],
                                           log_start_offset=p["log_start_offset"])
             partition.complete(result.completed)
+            if st.high_watermark != hw and not result.completed:
+                partition.notify()  # the other followers' sessions must tell it
             self.replicas.propose(partition, result.isr_proposal)
             if result.error != ErrorCode.NONE:
                 resp["error_code"] = int(result.error)
@@ -338,21 +394,28 @@ class DataPath:
         return {"topics": topics}
 
 
+def _group(wanted: list, results: dict, version: int) -> list[dict]:
+    """The Fetch response's topics: the partitions read, by topic, in request order."""
+    out = []
+    by_topic = {}
+    for i, (topic, name, p) in enumerate(wanted):
+        resp = results.get(i)
+        if resp is None:
+            continue  # skipped by a session: nothing to tell
+        key = topic["topic_id"] if version >= 13 else name
+        entry = by_topic.get(key)
+        if entry is None:
+            entry = by_topic[key] = {"topic": name or topic["topic"], "topic_id": topic["topic_id"], "partitions": []}
+            out.append(entry)
+        entry["partitions"].append(resp)
+    return out
+
+
 def _produce_response(results: dict) -> dict:
     responses = {}
     for (name, index), result in results.items():
         responses.setdefault(name, []).append(dict(result, index=index))
     return {"responses": [{"name": n, "partition_responses": ps} for n, ps in responses.items()]}
-
-
-async def _first_of(events: list[trio.Event]) -> None:
-    """Return when any of ``events`` is set."""
-    async with trio.open_nursery() as nursery:
-        for event in events:
-            async def wait(e=event):
-                await e.wait()
-                nursery.cancel_scope.cancel()
-            nursery.start_soon(wait)
 
 
 def whole_batches_prefix(data: bytes) -> bytes:

@@ -254,9 +254,10 @@ class LeaderEpochCache:
             cache._starts.append(start)
         return cache
 
-    def write_checkpoint(self, path: str | os.PathLike) -> None:
-        """Atomically replace the checkpoint file at ``path``."""
-        atomic_write(path, self.to_checkpoint_bytes())
+    def write_checkpoint(self, path: str | os.PathLike, *, sync: bool = True) -> None:
+        """Atomically replace the checkpoint file at ``path`` (fsynced unless ``sync`` is
+        False)."""
+        atomic_write(path, self.to_checkpoint_bytes(), sync=sync)
 
     @classmethod
     def read_checkpoint(cls, path: str | os.PathLike) -> LeaderEpochCache:

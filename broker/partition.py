@@ -12,7 +12,7 @@ from pathlib import Path
 
 import trio
 
-from broker.leader_epoch_cache import LeaderEpochCache
+from broker.leader_epoch_cache import LeaderEpochCache, LeaderEpochCheckpointError
 from broker.partition_state import PartitionState
 from broker.partition_state_types import ProduceCompletion
 from broker.producer_state import ProducerStateManager
@@ -29,7 +29,7 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 class Partition:
     def __init__(self, topic: str, index: int, topic_id, plog: Log, broker_id: int, *,
                  high_watermark: int = 0, unsafe_ack_before_replication: bool = False,
-                 cleaner: LogCleaner | None = None):
+                 cleaner: LogCleaner | None = None, waiting: set | None = None):
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
@@ -37,17 +37,29 @@ class Partition:
         self.cleaner = cleaner  # told of truncations: its checkpoint must not pass the log end
         self.truncations = 0  # the log cleaner discards a plan made before a truncation
         self._epoch_path = Path(plog.dir) / LEADER_EPOCH_CHECKPOINT
-        cache = LeaderEpochCache.read_checkpoint(self._epoch_path)
+        try:
+            cache = LeaderEpochCache.read_checkpoint(self._epoch_path)
+        except LeaderEpochCheckpointError as exc:  # torn by a machine crash: rebuilt below
+            log.warning("%s-%d: %s; rebuilding the leader epochs from the log", topic, index, exc)
+            cache = LeaderEpochCache()
         cache.truncate_from_end(plog.log_end_offset)  # entries past a recovered log end
         self._written_epochs = cache.entries
+        self._epochs_unsynced = False  # the checkpoint file was written but not fsynced
+        self.producers = ProducerStateManager()
+        # The checkpoint is written without fsync (``checkpoint_epochs``), so after a machine
+        # crash it may lack epochs of batches that survived: the batches' own epochs fill
+        # them in, as Kafka's recovery re-assigns epochs from the segments it reads.
+        self.producers.truncate_and_reload(_assigning_epochs(plog.iter_batches(), cache))
         self.state = PartitionState(
             broker_id, cache, log_start_offset=plog.log_start_offset,
             log_end_offset=plog.log_end_offset, high_watermark=high_watermark,
             unsafe_ack_before_replication=unsafe_ack_before_replication)
-        self.producers = ProducerStateManager()
-        self.producers.truncate_and_reload(h for h, _ in plog.iter_batches())
-        self._data = trio.Event()
+        self._watchers: set = set()  # long-polling fetches (``watch``)
+        self.version = 0  # changes counted by ``notify``
+        self.followed_leader: int | None = None  # the owner's index of followers (ReplicaManager)
+        self.on_change = None  # called by ``notify`` (the owner tells the replica fetchers)
         self._waiters: dict[int, list] = {}  # waiter id -> [event, error]
+        self._waiting = waiting  # the owner's set of partitions with waiters (deadline checks)
 
     @property
     def name(self) -> str:
@@ -56,17 +68,30 @@ class Partition:
     # -- waking waiters ---------------------------------------------------------------
 
     def notify(self) -> None:
-        """New data or a new high watermark: wake long-polling fetches."""
-        self._data.set()
-        self._data = trio.Event()
+        """New data, a new high watermark, log start, epoch or role: wake long-polling
+        fetches and count the change (``version``: fetch sessions skip the partitions
+        whose version they have seen)."""
+        self.version += 1
+        if self.on_change is not None:
+            self.on_change(self)
+        watchers, self._watchers = self._watchers, set()
+        for wake in watchers:
+            wake(self)
 
-    @property
-    def data_event(self) -> trio.Event:
-        return self._data
+    def watch(self, wake) -> None:
+        """Call ``wake(partition)`` at the next ``notify``: one callback serves a fetch that
+        waits on thousands of partitions (a follower's), where a task per partition cost
+        more than the fetch itself."""
+        self._watchers.add(wake)
+
+    def unwatch(self, wake) -> None:
+        self._watchers.discard(wake)
 
     def add_waiter(self, waiter_id: int) -> list:
         slot = [trio.Event(), None]
         self._waiters[waiter_id] = slot
+        if self._waiting is not None:
+            self._waiting.add(self)
         return slot
 
     def drop_waiter(self, waiter_id: int) -> None:
@@ -83,12 +108,18 @@ class Partition:
 
     # -- log changes ------------------------------------------------------------------
 
-    def checkpoint_epochs(self) -> None:
-        """Write the leader-epoch checkpoint when the cache changed since the last write."""
+    def checkpoint_epochs(self, *, sync: bool = False) -> None:
+        """Write the leader-epoch checkpoint when the cache changed since the last write.
+
+        Not fsynced unless ``sync`` (at close): like the log's own data, which is not
+        fsynced either (durability is by replication), a machine crash may lose it, and
+        opening the replica rebuilds it from the batches' epochs.  Creating thousands of
+        replicas must not cost two fsyncs each (issue 15)."""
         entries = self.state.epoch_cache.entries
-        if entries != self._written_epochs:
-            self.state.epoch_cache.write_checkpoint(self._epoch_path)
+        if entries != self._written_epochs or (sync and self._epochs_unsynced):
+            self.state.epoch_cache.write_checkpoint(self._epoch_path, sync=sync)
             self._written_epochs = entries
+            self._epochs_unsynced = not sync
 
     def append_as_leader(self, buf: bytearray) -> tuple[int, int, list[ProduceCompletion]]:
         """Append a validated produce payload: (first offset, last offset, completions)."""
@@ -109,6 +140,7 @@ class Partition:
             self.producers.update(h)
         self.state.on_local_append(self.log.log_end_offset, headers)
         self.checkpoint_epochs()
+        self.notify()
         return headers
 
     def truncate_to(self, offset: int) -> None:
@@ -119,6 +151,7 @@ class Partition:
             self.producers.truncate_and_reload(h for h, _ in self.log.iter_batches())
         self.state.on_truncated(offset)
         self.checkpoint_epochs()
+        self.notify()
 
     def restart_at(self, offset: int) -> None:
         """Our log ends before the leader's start: drop it and start over at ``offset``."""
@@ -126,6 +159,7 @@ class Partition:
         self._truncated()
         self.producers.truncate_and_reload(())
         self.checkpoint_epochs()
+        self.notify()
 
     def _truncated(self) -> None:
         self.truncations += 1
@@ -134,6 +168,13 @@ class Partition:
 
     def close(self) -> None:
         self.complete(self.state.become_offline().completed)
+
+
+def _assigning_epochs(batches, cache: LeaderEpochCache):
+    """The headers of ``batches``, assigning each one's leader epoch to ``cache``."""
+    for header, _ in batches:
+        cache.assign_from_batch(header.partition_leader_epoch, header.base_offset)
+        yield header
 
 
 def error_name(code: int) -> str:

@@ -1,8 +1,10 @@
 """Follower replication: one fetch loop per leader broker, pulling every partition this
 broker follows from it (Kafka's ReplicaFetcherThread, as trio tasks).
 
-Each round sends one Fetch (replica id = this broker) carrying every followed partition's
-fetch offset and last fetched epoch; the leader long-polls it.  Records are appended with
+Each round sends one Fetch (replica id = this broker) in an incremental fetch session
+(KIP-227, ``broker/fetch_session.py``): the first carries every followed partition's fetch
+offset and last fetched epoch, the next ones only the partitions whose position changed,
+and the leader answers only the partitions with news; it long-polls the request.  Records are appended with
 their offsets kept; a diverging epoch truncates the log (KIP-320); an out-of-range offset
 asks the leader for its log bounds and truncates or restarts the log.
 """
@@ -14,6 +16,7 @@ import logging
 import trio
 
 from broker.data_path import whole_batches_prefix
+from broker.fetch_session import FetchSessionHandler
 from broker.partition_state_types import EpochEndOffset
 from broker.replica_manager import ReplicaManager
 from kraft.client import KafkaClient, NodeUnavailable
@@ -23,6 +26,17 @@ log = logging.getLogger(__name__)
 
 FETCH_VERSION = 12
 MAX_WAIT_MS = 500
+
+
+class _PositionsView:
+    """``key -> position`` over ``key -> (partition, position)``, without copying."""
+
+    def __init__(self, current: dict):
+        self._current = current
+
+    def get(self, key):
+        item = self._current.get(key)
+        return None if item is None else item[1]
 
 
 def broker_address(image, broker_id: int, listener_name: str | None) -> tuple[str, int] | None:
@@ -58,41 +72,84 @@ class ReplicaFetcherManager:
                 await self.replicas.followers_changed.wait()
 
     async def _fetch_loop(self, leader_id: int) -> None:
+        session = FetchSessionHandler()
+        changed: set = set()  # partitions that notified a change (``Partition.notify``)
+        self.replicas.change_sinks.append(changed)
+        built = None  # the followers_version ``positions`` was built at
+        positions: dict = {}  # key -> (partition, fetch position)
         try:
             while True:
-                partitions = self.replicas.followers_by_leader().get(leader_id)
-                if not partitions:
-                    return
+                if built != self.replicas.followers_version:
+                    # Which partitions are followed from here changed: look at them all.
+                    partitions = self.replicas.followers_by_leader().get(leader_id)
+                    if not partitions:
+                        return
+                    built = self.replicas.followers_version
+                    changed.clear()
+                    positions = {(p.topic, p.index): (p, p.state.fetch_position()) for p in partitions}
+                    keys = None
+                else:
+                    # Only the partitions that changed: a round costs what changed, not the
+                    # thousands of partitions followed.
+                    keys = []
+                    for p in changed:
+                        key = (p.topic, p.index)
+                        item = positions.get(key)
+                        if item is not None and item[0] is p:
+                            positions[key] = (p, p.state.fetch_position())
+                            keys.append(key)
+                    changed.clear()
                 address = broker_address(self.replicas.image, leader_id, self.listener_name)
                 if address is None:
+                    session.reset()
                     await trio.sleep(self.backoff_s)
                     continue
                 try:
-                    progressed = await self._fetch_once(address, partitions)
+                    progressed = await self._fetch_once(address, positions, keys, session)
                 except NodeUnavailable as exc:
                     log.debug("fetch from broker %d failed: %s", leader_id, exc)
+                    session.reset()
                     await trio.sleep(self.backoff_s)
                     continue
+                except BaseException:
+                    session.reset()
+                    raise
                 if not progressed:
                     await trio.sleep(self.backoff_s)
         finally:
+            self.replicas.change_sinks.remove(changed)
             self._running.discard(leader_id)
 
-    async def _fetch_once(self, address, partitions) -> bool:
-        sent = {}
+    async def _fetch_once(self, address, current: dict, changed_keys, session: FetchSessionHandler) -> bool:
+        """One Fetch; ``current``: key -> (partition, position) of every followed partition,
+        ``changed_keys``: those whose position may have changed since the last round (None:
+        any)."""
+        # Only what changed since the leader's session last heard of it (KIP-227).
+        session_id, session_epoch, send, forget = session.build(
+            {k: pos for k, (_, pos) in current.items()} if changed_keys is None or session.session_id == 0
+            else _PositionsView(current), changed_keys)
         topics: dict[str, list] = {}
-        for p in partitions:
-            pos = p.state.fetch_position()
-            sent[(p.topic, p.index)] = (p, pos)
-            topics.setdefault(p.topic, []).append({
-                "partition": p.index, "current_leader_epoch": pos.current_leader_epoch,
+        for (topic, index), pos in send.items():
+            topics.setdefault(topic, []).append({
+                "partition": index, "current_leader_epoch": pos.current_leader_epoch,
                 "fetch_offset": pos.fetch_offset, "last_fetched_epoch": pos.last_fetched_epoch,
                 "log_start_offset": pos.log_start_offset, "partition_max_bytes": self.partition_max_bytes})
+        forgotten: dict[str, list] = {}
+        for topic, index in forget:
+            forgotten.setdefault(topic, []).append(index)
         body = {"replica_id": self.broker_id, "max_wait_ms": MAX_WAIT_MS, "min_bytes": 1,
                 "max_bytes": self.fetch_max_bytes, "isolation_level": 0,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
+                "session_id": session_id, "session_epoch": session_epoch,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in forgotten.items()]}
         response = await self.client.request(*address, "Fetch", FETCH_VERSION, body,
                                              timeout_s=MAX_WAIT_MS / 1000 + 10)
+        if not session.on_response(response["error_code"], response["session_id"]):
+            log.debug("fetch session with %s: %s; starting over", address,
+                      ErrorCode(response["error_code"]).name)
+            return response["error_code"] in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                                              ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        sent = current
         progressed = True
         for topic in response["responses"]:
             for resp in topic["partitions"]:
@@ -133,6 +190,8 @@ class ReplicaFetcherManager:
             partition.truncate_to(decision.truncate_to)
         if decision.log_start_offset is not None:
             partition.log.delete_records_before(decision.log_start_offset)
+        if decision.truncate_to is not None or decision.log_start_offset is not None:
+            partition.notify()
         return True
 
     async def _out_of_range(self, partition, pos, address) -> None:

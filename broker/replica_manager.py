@@ -80,6 +80,10 @@ class ReplicaManager:
         self.config = config
         self.image = MetadataImage()
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self._waiting: set[Partition] = set()  # partitions with acks=all producers waiting
+        self._followed: dict[int, dict[tuple[str, int], Partition]] = {}  # leader -> followers
+        self.followers_version = 0  # counts changes of followers_by_leader
+        self.change_sinks: list[set[Partition]] = []  # each replica fetcher's changed partitions
         # Segment files stay open through one bounded cache, so the partitions a node hosts
         # are not bounded by its open files limit (see kraft/log/file_cache.py).
         SEGMENT_FILES.set_max_open(config["kraft.log.open.files.max"])
@@ -113,11 +117,32 @@ class ReplicaManager:
         return self.partitions.get((topic, index))
 
     def followers_by_leader(self) -> dict[int, list[Partition]]:
-        out: dict[int, list[Partition]] = {}
-        for p in self.partitions.values():
-            if p.state.role.value == "follower" and p.state.leader_id >= 0:
-                out.setdefault(p.state.leader_id, []).append(p)
-        return out
+        """The followed partitions by leader (kept up to date by ``_track``: every fetch
+        round asks, and a node may host 20,000 replicas)."""
+        return {leader: list(followed.values()) for leader, followed in self._followed.items()}
+
+    def _track(self, partition: Partition) -> None:
+        """Note the partition's role in ``followers_by_leader`` after it may have changed."""
+        key = (partition.topic, partition.index)
+        st = partition.state
+        new = (st.leader_id if st.role.value == "follower" and st.leader_id >= 0
+               and self.partitions.get(key) is partition else None)
+        old = partition.followed_leader
+        if old == new:
+            return
+        if old is not None:
+            followed = self._followed.get(old, {})
+            followed.pop(key, None)
+            if not followed:
+                self._followed.pop(old, None)
+        if new is not None:
+            self._followed.setdefault(new, {})[key] = partition
+        partition.followed_leader = new
+        self.followers_version += 1
+
+    def _changed(self, partition: Partition) -> None:
+        for sink in self.change_sinks:
+            sink.add(partition)
 
     def topic_config(self, topic: str) -> dict:
         return dict(self.image.config(ConfigResourceType.TOPIC, topic))
@@ -161,6 +186,7 @@ class ReplicaManager:
                   self.log_dir_path, doing, exc, len(self.partitions))
         for partition in self.partitions.values():
             partition.close()
+            self._track(partition)
             partition.log.abandon()  # drop the descriptors; write nothing more there
             for listener in self.leadership_listeners:
                 listener(partition.topic, partition.index, False)
@@ -218,16 +244,22 @@ class ReplicaManager:
             applied = image
 
     def _reconcile_steps(self, previous: MetadataImage, image: MetadataImage):
-        """Reconcile the hosted replicas with ``image``; yields after every replica it
-        opened or changed, so a caller may pause there."""
+        """Reconcile the hosted replicas with ``image`` (``previous`` being the image they
+        were reconciled with); yields after every replica it opened or changed, so a
+        caller may pause there.  Only the topics that changed are looked at: an ISR change
+        of one partition must not cost a pass over 20,000 (issue 15)."""
         wanted = set()
+        changed = set()  # names of the topics created, changed or re-created
         for topic in image.topics_by_name.values():
+            old_topic = previous.topics_by_name.get(topic.name)
+            if old_topic is topic:
+                continue  # images share unchanged topics: its replicas are as applied before
+            changed.add(topic.name)
             for index, reg in topic.partitions.items():
                 if self.broker_id not in reg.replicas:
                     continue
                 key = (topic.name, index)
                 wanted.add(key)
-                old_topic = previous.topics_by_name.get(topic.name)
                 old_reg = old_topic.partitions.get(index) if old_topic and old_topic.id == topic.id else None
                 partition = self.partitions.get(key)
                 if partition is not None and partition.topic_id != topic.id:
@@ -240,7 +272,8 @@ class ReplicaManager:
                     continue
                 self._apply(partition, reg, clock.monotonic_ms())
                 yield
-        for key in [k for k in self.partitions if k not in wanted]:
+        topics = image.topics_by_name
+        for key in [k for k in self.partitions if k[0] not in topics or (k[0] in changed and k not in wanted)]:
             self._remove(key)
             yield
         if image.configs is not previous.configs:
@@ -259,7 +292,8 @@ class ReplicaManager:
         hw = self._checkpointed_hw.get((topic, index), 0)
         partition = Partition(topic, index, topic_id, plog, self.broker_id,
                               high_watermark=hw, unsafe_ack_before_replication=self.unsafe_ack,
-                              cleaner=self.cleaner)
+                              cleaner=self.cleaner, waiting=self._waiting)
+        partition.on_change = self._changed
         self.partitions[(topic, index)] = partition
         return partition
 
@@ -306,12 +340,14 @@ class ReplicaManager:
                                         reg.isr, leo, st.high_watermark, now)
             partition.complete(change.completed)
         partition.notify()
+        self._track(partition)
         for listener in self.leadership_listeners:
             listener(partition.topic, partition.index, st.is_leader)
 
     def _remove(self, key) -> None:
         partition = self.partitions.pop(key)
         partition.close()
+        self._track(partition)
         for listener in self.leadership_listeners:
             listener(partition.topic, partition.index, False)
         self.cleaner.forget(partition.log)
@@ -327,39 +363,56 @@ class ReplicaManager:
             self.isr_proposal_event.set()
 
     async def run_maintenance(self) -> None:
-        """ISR shrink checks, acks=all deadlines, HW checkpoints, retention."""
+        """ISR shrink checks, acks=all deadlines, HW checkpoints, retention.
+
+        Each costs what has work, not what is hosted (issue 15: a node hosting 20,000
+        replicas spent its CPU ticking them all every 50 ms): deadlines are checked only on
+        the partitions with waiting producers, and the ISR of every led partition every
+        ``replica.lag.time.max.ms / 2``, as Kafka's isr-expiration task does."""
         lag_ms = self.config["replica.lag.time.max.ms"]
+        isr_every_ms = max(lag_ms // 2, 1)
         hw_every_ms = self.config["replica.high.watermark.checkpoint.interval.ms"]
         retention_every_ms = self.config["log.retention.check.interval.ms"]
-        last_hw = last_retention = clock.monotonic_ms()
+        last_isr = last_hw = last_retention = clock.monotonic_ms()
         while True:
             await trio.sleep(0.05)
             if self.log_dir_error is not None:
                 continue
             now = clock.monotonic_ms()
             try:
-                last_hw, last_retention = self._maintain(now, last_hw, last_retention, lag_ms, hw_every_ms,
-                                                         retention_every_ms)
+                self._expire_waiters(now)
+                if now - last_isr >= isr_every_ms:
+                    last_isr = now
+                    self._check_isrs(now, lag_ms)
+                if now - last_hw >= hw_every_ms:
+                    last_hw = now
+                    self.checkpoint_high_watermarks()
+                if now - last_retention >= retention_every_ms:
+                    last_retention = now
+                    self._apply_retention()
             except OSError as exc:
                 self.fail_log_dir("checkpointing or applying retention", exc)
 
-    def _maintain(self, now: int, last_hw: int, last_retention: int, lag_ms: int, hw_every_ms: int,
-                  retention_every_ms: int) -> tuple[int, int]:
+    def _expire_waiters(self, now: int) -> None:
+        """Fail the acks=all waiters past their deadline, on the partitions that have any."""
+        for partition in list(self._waiting):
+            partition.complete(partition.state.on_tick(now))
+            if not partition.state.pending_waiters:
+                self._waiting.discard(partition)
+
+    def _check_isrs(self, now: int, lag_ms: int) -> None:
         for partition in list(self.partitions.values()):
-            st = partition.state
-            partition.complete(st.on_tick(now))
-            if st.is_leader:
-                self.propose(partition, st.maybe_shrink_isr(now, lag_ms))
-        if now - last_hw >= hw_every_ms:
-            last_hw = now
-            self.checkpoint_high_watermarks()
-        if now - last_retention >= retention_every_ms:
-            last_retention = now
-            for partition in list(self.partitions.values()):
-                if partition.state.is_leader or partition.state.role.value == "follower":
-                    partition.log.apply_retention(upper_bound_offset=partition.state.high_watermark)
-                    partition.state.on_log_start_offset(partition.log.log_start_offset)
-        return last_hw, last_retention
+            if partition.state.is_leader:
+                self.propose(partition, partition.state.maybe_shrink_isr(now, lag_ms))
+
+    def _apply_retention(self) -> None:
+        for partition in list(self.partitions.values()):
+            if partition.state.is_leader or partition.state.role.value == "follower":
+                start = partition.state.log_start_offset
+                partition.log.apply_retention(upper_bound_offset=partition.state.high_watermark)
+                partition.state.on_log_start_offset(partition.log.log_start_offset)
+                if partition.state.log_start_offset != start:
+                    partition.notify()
 
     async def run_cleaner(self) -> None:
         """Log compaction (see the module doc): a round every ``log.cleaner.backoff.ms``,
@@ -425,16 +478,23 @@ class ReplicaManager:
         return True
 
     def checkpoint_high_watermarks(self) -> None:
+        """Write the replication-offset checkpoint, when a high watermark changed or a
+        replica came or went since the last write (an idle node with 20,000 replicas does
+        not rewrite them every 5 s); fsync the log directory for the logs created or
+        deleted meanwhile (``LogDir.sync_dir``)."""
         hws = {key: p.state.high_watermark for key, p in self.partitions.items()}
+        self.log_dir.sync_dir()
+        if hws == self._checkpointed_hw:
+            return
         self._hw_checkpoint.write(hws)
-        self._checkpointed_hw = dict(hws)
+        self._checkpointed_hw = hws
 
     def close(self) -> None:
         if self.log_dir_error is not None:
             return  # nothing is written to a failed directory, not even a clean shutdown
         self.checkpoint_high_watermarks()
         for partition in self.partitions.values():
-            partition.checkpoint_epochs()
+            partition.checkpoint_epochs(sync=True)
             partition.close()
         self.log_dir.close()
 

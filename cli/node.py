@@ -38,6 +38,7 @@ from metadata.controller_server import ControllerServer
 
 log = logging.getLogger("kraft.node")
 
+ALTER_PARTITION_BATCH = 1000  # ISR changes per AlterPartition request
 QUORUM_APIS = {"Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "FetchSnapshot"}
 
 
@@ -201,29 +202,55 @@ class Node:
         self.ready.set()
 
     async def _send_isr_proposals(self, channel: ControllerChannel) -> None:
+        """Send the leaders' ISR changes to the controller, every pending one in one
+        AlterPartition request (at most ``ALTER_PARTITION_BATCH``), as Kafka's
+        AlterPartitionManager does: one request per partition, one after the other, took
+        minutes when thousands of replicas fell out of sync at once (issue 15)."""
         replicas = self.replicas
         while True:
             await replicas.isr_proposal_event.wait()
             replicas.isr_proposal_event = trio.Event()
             proposals, replicas.isr_proposals = replicas.isr_proposals, []
-            for partition, proposal in proposals:
-                body = {"broker_id": self.config.node_id, "broker_epoch": self.lifecycle.broker_epoch,
-                        "topics": [{"topic_name": partition.topic, "topic_id": partition.topic_id, "partitions": [{
-                            "partition_index": partition.index, "leader_epoch": proposal.leader_epoch,
-                            "new_isr": list(proposal.new_isr), "leader_recovery_state": 0,
-                            "partition_epoch": proposal.partition_epoch}]}]}
-                try:
-                    resp = await channel.request("AlterPartition", 2, body, timeout_s=10)
-                    error = resp["error_code"] or resp["topics"][0]["partitions"][0]["error_code"]
-                except Exception as exc:  # noqa: BLE001 - any failure: forget the proposal
-                    log.info("%s: AlterPartition failed: %s", partition.name, exc)
-                    error = ErrorCode.UNKNOWN_SERVER_ERROR
-                if error:
+            for start in range(0, len(proposals), ALTER_PARTITION_BATCH):
+                await self._alter_partitions(channel, proposals[start:start + ALTER_PARTITION_BATCH])
+
+    async def _alter_partitions(self, channel: ControllerChannel, proposals: list) -> None:
+        topics: dict[str, dict] = {}
+        for partition, proposal in proposals:
+            topic = topics.setdefault(partition.topic, {
+                "topic_name": partition.topic, "topic_id": partition.topic_id, "partitions": []})
+            topic["partitions"].append({
+                "partition_index": partition.index, "leader_epoch": proposal.leader_epoch,
+                "new_isr": list(proposal.new_isr), "leader_recovery_state": 0,
+                "partition_epoch": proposal.partition_epoch})
+        body = {"broker_id": self.config.node_id, "broker_epoch": self.lifecycle.broker_epoch,
+                "topics": list(topics.values())}
+        errors: dict[tuple, int] = {}  # (topic id, index) -> error code
+        try:
+            resp = await channel.request("AlterPartition", 2, body, timeout_s=10)
+        except Exception as exc:  # noqa: BLE001 - any failure: forget the proposals
+            # Not an answer from the controller: the leaders propose again at their next
+            # ISR check (``run_maintenance``).
+            log.info("AlterPartition of %d partitions failed: %s", len(proposals), exc)
+            resp = None
+        if resp is not None and resp["error_code"]:
+            log.info("AlterPartition of %d partitions refused: %s", len(proposals),
+                     ErrorCode(resp["error_code"]).name)
+        elif resp is not None:
+            for t in resp["topics"]:
+                for p in t["partitions"]:
+                    errors[(t["topic_id"], p["partition_index"])] = p["error_code"]
+        for partition, proposal in proposals:
+            error = errors.get((partition.topic_id, partition.index), ErrorCode.UNKNOWN_SERVER_ERROR)
+            if error:
+                if resp is not None and not resp["error_code"]:
                     log.info("%s: ISR change %s -> %s refused: %s", partition.name, proposal.kind.value,
                              list(proposal.new_isr), ErrorCode(error).name)
+                if partition.state.pending is proposal:
                     partition.complete(partition.state.on_alter_partition_failed())
-                else:
-                    log.info("%s: ISR %s -> %s", partition.name, proposal.kind.value, list(proposal.new_isr))
+                    partition.notify()
+            else:
+                log.info("%s: ISR %s -> %s", partition.name, proposal.kind.value, list(proposal.new_isr))
 
     async def _controller_request(self, request: rpc.Request) -> dict:
         api = request.api

@@ -66,17 +66,24 @@ def write_fully(fd: int, data, position: int) -> None:
         position += written
 
 
-def atomic_write(path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically and durably."""
+def atomic_write(path, data: bytes, *, sync: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically, and durably unless ``sync`` is False.
+
+    ``sync=False`` keeps the replacement atomic for a process crash (readers see the old
+    or the new file) but leaves it in the page cache: for state a crash of the machine may
+    lose because it is rebuilt or re-fetched (a replica's leader-epoch checkpoint, as
+    Kafka's since KAFKA-15046)."""
     path = os.fspath(path)
     tmp = path + TMP_SUFFIX
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         write_fully(fd, data, 0)
-        os.fsync(fd)
-        note_fsync(tmp, fd)
+        if sync:
+            os.fsync(fd)
+            note_fsync(tmp, fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
     note_rename(tmp, path)
-    fsync_dir(os.path.dirname(os.path.abspath(path)))
+    if sync:
+        fsync_dir(os.path.dirname(os.path.abspath(path)))

@@ -52,6 +52,34 @@ def field_default(f: Field):
     return _scalar_default(f.type, f.default)
 
 
+def _default_maker(f: Field):
+    """``(value, None)`` when ``f``'s default is immutable, else ``(None, make)`` where
+    ``make()`` returns a fresh default.  Decoding fills absent fields of every struct
+    (a fetch of thousands of partitions has thousands), so this work is done once."""
+    if f.is_array:
+        return (None, None) if f.default == "null" else (None, list)
+    if f.is_struct:
+        if f.default == "null":
+            return None, None
+        fixed, fresh = {}, []
+        for g in f.fields:
+            value, make = _default_maker(g)
+            if make is None:
+                fixed[g.key] = value
+            else:
+                fresh.append((g.key, make))
+        if not fresh:
+            return None, fixed.copy
+
+        def make_struct():
+            out = fixed.copy()
+            for key, make_field in fresh:
+                out[key] = make_field()
+            return out
+        return None, make_struct
+    return _scalar_default(f.type, f.default), None
+
+
 # ---------------------------------------------------------------------------------------
 # Readers
 
@@ -111,12 +139,23 @@ def _struct_reader(fields: tuple[Field, ...], version: int, flexible: bool):
         else:
             absent.append(f)
 
+    absent_fixed = {}  # absent fields with immutable defaults
+    absent_fresh = []  # (key, make) for the others
+    for f in absent:
+        value, make = _default_maker(f)
+        if make is None:
+            absent_fixed[f.key] = value
+        else:
+            absent_fresh.append((f.key, make))
+
     def read_struct(r: p.Reader) -> dict:
         out = {}
         for key, read in regular:
             out[key] = read(r)
-        for f in absent:
-            out[f.key] = field_default(f)
+        if absent_fixed:
+            out.update(absent_fixed)
+        for key, make in absent_fresh:
+            out[key] = make()
         if flexible:
             _read_tagged(r, tagged, out)
         return out
@@ -220,10 +259,10 @@ def _struct_writer(fields: tuple[Field, ...], version: int, flexible: bool):
     tagged = []
     for f in fields:
         if f.tag is not None and flexible and version in f.tagged_versions:
-            tagged.append((f, _field_writer(f, version, flexible)))
+            tagged.append((f, _field_writer(f, version, flexible), field_default(f)))
         elif f.tag is None and version in f.versions:
             regular.append((f, _field_writer(f, version, flexible)))
-    tagged.sort(key=lambda item: item[0].tag)
+    tagged.sort(key=lambda item: item[0].tag)  # with each default, to compare with only
 
     def write_struct(out: bytearray, value: dict) -> None:
         get = value.get
@@ -233,9 +272,9 @@ def _struct_writer(fields: tuple[Field, ...], version: int, flexible: bool):
         if not flexible:
             return
         present = []
-        for f, write in tagged:
+        for f, write, default in tagged:
             v = get(f.key, _MISSING)
-            if v is not _MISSING and v != field_default(f):
+            if v is not _MISSING and v != default:
                 present.append((f.tag, write, v))
         p.write_uvarint(out, len(present))
         for tag, write, v in present:
