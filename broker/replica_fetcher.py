@@ -117,7 +117,10 @@ class ReplicaFetcherManager:
                 if not progressed:
                     await trio.sleep(self.backoff_s)
         finally:
-            self.replicas.change_sinks.remove(changed)
+            # By identity: sets compare by value, and list.remove took another loop's empty
+            # set, after which this loop's own remove raised and took the node down.
+            sinks = self.replicas.change_sinks
+            sinks[:] = [sink for sink in sinks if sink is not changed]
             self._running.discard(leader_id)
 
     async def _fetch_once(self, address, current: dict, changed_keys, session: FetchSessionHandler) -> bool:

@@ -39,10 +39,14 @@ def test_a_failed_checkpoint_write_takes_the_dir_offline_not_the_node(make_clust
     admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=3)])[TOPIC].result(30)
     wait_until(lambda: all(p["leader_id"] >= 0 for p in _partitions(cluster, 1)) and
                len(_partitions(cluster, 1)) == PARTITIONS, what="partition leaders")
-    healthy = _describe_log_dirs(cluster, 2)["results"]
-    assert healthy[0]["error_code"] == 0
-    assert {p["partition_index"] for t in healthy[0]["topics"] if t["name"] == TOPIC
-            for p in t["partitions"]} == set(range(PARTITIONS))
+
+    def hosted():  # a broker creates its replicas in steps after the metadata names them
+        results = _describe_log_dirs(cluster, 2)["results"]
+        assert results[0]["error_code"] == 0
+        return {p["partition_index"] for t in results[0]["topics"] if t["name"] == TOPIC
+                for p in t["partitions"]} == set(range(PARTITIONS))
+
+    wait_until(hosted, timeout_s=20, what="broker 2 hosting every partition")
 
     # The checkpoint is written as <file>.tmp then renamed: a directory in the .tmp's place
     # makes the write fail with EISDIR (a read-only file would not stop root).
