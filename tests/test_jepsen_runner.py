@@ -152,7 +152,9 @@ def test_one_short_real_run_is_valid(tmp_path):
     fs = {o.f for o in ops}
     assert {"send", "poll", "assign", "start-kill", "stop-kill"} <= fs
     sends = [o for o in ops if o.f == "send" and o.type == "ok"]
-    assert len(sends) > 20
+    # Enough to check the history's shape; how many fit around the held kill depends on the
+    # machine's load (16 in a full suite on 2 busy cores, 100+ alone).
+    assert len(sends) >= 10
     assert all(isinstance(o.value[1][0], int) for o in sends)
     for proc in {o.process for o in ops if isinstance(o.process, int)}:
         types = [o.type for o in ops if o.process == proc]
