@@ -94,9 +94,9 @@ def check_supported(opts: "TestOptions", hosts) -> None:
         raise Refused("refusing to run: " + "; ".join(missing.values()))
 
 
-def refuse_unsupported(opts: "TestOptions") -> None:
-    """``check_supported`` on a throwaway backend of ``opts.hosts`` (for campaigns, before
-    the first run)."""
+def supported_hosts(opts: "TestOptions"):
+    """A backend of ``opts.hosts`` that can do every fault ``opts`` asks for; raises Refused
+    (closing the backend) when it cannot."""
     from jepsen.hosts import HostError, make_hosts
 
     try:
@@ -105,8 +105,16 @@ def refuse_unsupported(opts: "TestOptions") -> None:
         raise Refused(f"the {opts.hosts} backend cannot run here: {exc}") from None
     try:
         check_supported(opts, hosts)
-    finally:
+    except BaseException:
         hosts.close()
+        raise
+    return hosts
+
+
+def refuse_unsupported(opts: "TestOptions") -> None:
+    """``check_supported`` on a throwaway backend of ``opts.hosts`` (for campaigns, before
+    the first run)."""
+    supported_hosts(opts).close()
 
 
 @dataclass
@@ -335,20 +343,10 @@ def run_test(opts: TestOptions, spark: Any = None) -> RunResult:
     and none given, one is made for this run and stopped after.
     """
     from jepsen import report, store
-    from jepsen.hosts import configure_kraft, make_hosts
+    from jepsen.hosts import configure_kraft
     from jepsen.workloads import make_workload
 
-    from jepsen.hosts import HostError
-
-    try:
-        hosts = make_hosts(opts.hosts, list(range(1, opts.nodes + 1)))
-    except HostError as exc:
-        raise Refused(f"the {opts.hosts} backend cannot run here: {exc}") from None
-    try:
-        check_supported(opts, hosts)
-    except BaseException:
-        hosts.close()
-        raise
+    hosts = supported_hosts(opts)
     if opts.seed is None:
         opts.seed = random.randrange(2**31)
     run_dir = store.new_run_dir(opts.store, opts.test_name())
