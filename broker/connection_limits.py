@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import trio
 
+from kraft.server_config import parse_per_ip_overrides
+
 UNLIMITED = 2**31 - 1
 # Descriptors kept for everything but client connections and segment files: the metadata
 # log and its snapshots, checkpoints being rewritten, the node's own connections to its peers.
@@ -65,19 +67,6 @@ class ConnectionLimits:
 
     def limit_for(self, address: str) -> int:
         return self.per_ip_overrides.get(address, self.max_connections_per_ip)
-
-
-def parse_per_ip_overrides(entries) -> dict[str, int]:
-    """``max.connections.per.ip.overrides``: ``host:count`` entries (a list or one string)."""
-    if isinstance(entries, str):
-        entries = [e for e in entries.split(",") if e.strip()]
-    out = {}
-    for entry in entries or ():
-        host, sep, count = entry.strip().rpartition(":")
-        if not sep or not host or not count.strip().isdigit():
-            raise ValueError(f"max.connections.per.ip.overrides: {entry!r} is not host:count")
-        out[host.strip("[]")] = int(count)
-    return out
 
 
 class ConnectionQuotas:

@@ -32,11 +32,22 @@ def _at_least(n):
     return lambda v: None if v >= n else f"must be at least {n}"
 
 
-def _per_ip_overrides_error(entries) -> str | None:
+def parse_per_ip_overrides(entries: list[str]) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count`` entries (``[v6]:count`` too)."""
+    out = {}
     for entry in entries:
-        host, sep, count = entry.rpartition(":")
-        if not sep or not host or not count.isdigit():
-            return f"{entry!r} is not host:count"
+        host, sep, count = entry.strip().rpartition(":")
+        if not sep or not host or not count.strip().isdigit():
+            raise ValueError(f"{entry!r} is not host:count")
+        out[host.strip("[]")] = int(count)
+    return out
+
+
+def _per_ip_overrides_error(entries) -> str | None:
+    try:
+        parse_per_ip_overrides(entries)
+    except ValueError as exc:
+        return str(exc)
     return None
 
 

@@ -14,11 +14,11 @@ import time
 import pytest
 import trio
 
-from broker.connection_limits import ConnectionLimits, parse_per_ip_overrides
+from broker.connection_limits import ConnectionLimits
 from broker.network import Deferred, serve_kafka
 from cluster_helpers import fast_overrides, start_cluster
 from kraft.protocol import rpc
-from kraft.server_config import ConfigError, ServerConfig
+from kraft.server_config import ConfigError, ServerConfig, parse_per_ip_overrides
 
 
 def api_versions(correlation_id: int = 1) -> bytes:
