@@ -67,13 +67,15 @@ class Write:
     """Records to append to ``__consumer_offsets`` partition ``partition``, in one batch.
 
     ``offsets`` (commits only) become visible via ``GroupCoordinator.apply_write`` once the
-    append is committed.
+    append is committed.  ``producer`` (TxnOffsetCommit): the (producer id, epoch) whose
+    transactional batch this is; its offsets stay pending until the transaction's marker.
     """
 
     partition: int
     group_id: str
     records: tuple[tuple[bytes, bytes | None], ...]
     offsets: tuple[tuple[tuple[str, int], OffsetValue], ...] | None = None
+    producer: tuple[int, int] | None = None
 
 
 @dataclass
@@ -93,7 +95,20 @@ class GroupAdminMixin:
         """``write`` is durable: its offsets become visible."""
         group = self.groups.get(write.group_id)
         if write.offsets and group is not None and not group.is_(S.DEAD):
-            group.offsets.update(write.offsets)
+            if write.producer is not None:
+                group.pending_txn_offsets.setdefault(write.producer[0], {}).update(write.offsets)
+            else:
+                group.offsets.update(write.offsets)
+
+    def complete_txn(self: GroupCoordinator, partition: int, producer_id: int, committed: bool) -> None:
+        """The marker of ``producer_id``'s transaction is committed on ``partition``: its
+        pending TxnOffsetCommit offsets become the groups' offsets, or are dropped."""
+        for group in self.groups.values():
+            if group.partition != partition:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id, None)
+            if pending and committed and not group.is_(S.DEAD):
+                group.offsets.update(pending)
 
     def write_failed(self: GroupCoordinator, write: Write, now_ms: int) -> Output:
         """``write`` did not commit.  A lost assignment sends the group back to rebalance."""
@@ -168,6 +183,50 @@ class GroupAdminMixin:
                             if len((p.get("committed_metadata") or "").encode()) > limit else 0))
         if records:
             out.writes.append(Write(group.partition, gid, tuple(records), tuple(offsets)))
+        return out
+
+    # ------------------------------------------------------------------ TxnOffsetCommit
+
+    def txn_offset_commit(self: GroupCoordinator, version: int, body: dict, now_ms: int) -> Output:
+        """Offsets written as part of a transaction: a transactional batch of the producer,
+        visible once the transaction commits (``complete_txn``).  A v3+ request from a group
+        member is fenced by generation like OffsetCommit (KIP-447)."""
+        gid = body["group_id"]
+
+        def answer(code_of) -> dict:
+            return {"throttle_time_ms": 0, "topics": [
+                {"name": t["name"], "partitions": [
+                    {"partition_index": p["partition_index"], "error_code": int(code_of(t, p))}
+                    for p in t["partitions"]]} for t in body["topics"]]}
+
+        code = ErrorCode.INVALID_GROUP_ID if not gid else self.coordinator_error(gid)
+        group = self.groups.get(gid)
+        if not code:
+            if group is None:
+                group = self.groups[gid] = Group(gid, self.partition_of(gid), state_timestamp_ms=now_ms)
+            elif group.is_(S.DEAD):
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            elif version >= 3 and body.get("member_id") and body.get("generation_id", -1) >= 0:
+                code = self._commit_error(group, body["generation_id"], body["member_id"],
+                                          body.get("group_instance_id"))
+        if code:
+            return Output(answer(lambda t, p: code))
+        limit = self.config.offset_metadata_max_bytes
+        offsets, records = [], []
+        for t in body["topics"]:
+            for p in t["partitions"]:
+                metadata = p.get("committed_metadata") or ""
+                if len(metadata.encode()) > limit:
+                    continue
+                value = OffsetValue(p["committed_offset"], metadata, now_ms, p.get("committed_leader_epoch", -1))
+                tp = (t["name"], p["partition_index"])
+                offsets.append((tp, value))
+                records.append(offset_record(gid, tp[0], tp[1], value))
+        out = Output(answer(lambda t, p: ErrorCode.OFFSET_METADATA_TOO_LARGE
+                            if len((p.get("committed_metadata") or "").encode()) > limit else 0))
+        if records:
+            out.writes.append(Write(group.partition, gid, tuple(records), tuple(offsets),
+                                    producer=(body["producer_id"], body["producer_epoch"])))
         return out
 
     # ------------------------------------------------------------------ OffsetFetch

@@ -78,7 +78,14 @@ class TxnConfig:
     @classmethod
     def from_config(cls, config) -> "TxnConfig":
         d = cls()
-        get = config.get if hasattr(config, "get") else (lambda k, default: config[k])
+
+        def get(name, default):
+            try:
+                value = config[name]
+            except (KeyError, TypeError):
+                return default
+            return default if value is None else int(value)
+
         return cls(
             num_partitions=get("transaction.state.log.num.partitions", d.num_partitions),
             max_timeout_ms=get("transaction.max.timeout.ms", d.max_timeout_ms),
