@@ -9,6 +9,7 @@ import trio
 
 from broker.controller_channel import ControllerChannel, ControllerUnavailable
 from broker.data_path import DataPath
+from broker.describe_producers import describe_producers
 from broker.metadata_listener import MetadataListener
 from broker.producer_ids import ProducerIdAllocator, ProducerIdError
 from kraft.protocol import codec, rpc
@@ -26,7 +27,7 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "OffsetForLeaderEpoch": (2, 4), "ApiVersions": (0, 4), "CreateTopics": (2, 7),
     "DeleteTopics": (1, 6), "CreatePartitions": (0, 3), "DescribeConfigs": (1, 4),
     "AlterConfigs": (0, 2), "IncrementalAlterConfigs": (0, 1), "InitProducerId": (0, 5), "DescribeCluster": (0, 1),
-    "DescribeQuorum": (0, 2), "DescribeLogDirs": (0, 4),
+    "DescribeQuorum": (0, 2), "DescribeLogDirs": (0, 4), "DescribeProducers": (0, 0),
 }
 FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "DescribeQuorum"}
 # Answered before the broker is ready: clients send it first, and it tells only what this
@@ -99,6 +100,8 @@ class BrokerApi:
         if api == "DescribeLogDirs":
             results = self.data.replicas.describe_log_dirs(body["topics"])
             return {"error_code": 0, "results": results}
+        if api == "DescribeProducers":
+            return describe_producers(self.data.replicas, body)
         if api == "InitProducerId":
             return await self.init_producer_id(body, version)
         if api == "FindCoordinator":

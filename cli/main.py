@@ -147,12 +147,14 @@ def _register_admin_commands() -> None:
     from cli.groups import groups_command
     from cli.perf import perf_group
     from cli.topics import topics_command
+    from cli.transactions import transactions_group
 
     main.add_command(topics_command)
     main.add_command(perf_group)
     main.add_command(configs_command)
     main.add_command(quorum_group)
     main.add_command(groups_command)
+    main.add_command(transactions_group)
     main.add_command(console_producer)
     main.add_command(console_consumer)
 
