@@ -10,6 +10,7 @@ import trio
 from broker.controller_channel import ControllerChannel, ControllerUnavailable
 from broker.data_path import DataPath
 from broker.metadata_listener import MetadataListener
+from broker.txn_markers import TxnMarkerWriter
 from kraft.protocol import codec, rpc
 from kraft.protocol.error_codes import ErrorCode
 from kraft.protocol.schema import Versions
@@ -25,7 +26,7 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "OffsetForLeaderEpoch": (2, 4), "ApiVersions": (0, 4), "CreateTopics": (2, 7),
     "DeleteTopics": (1, 6), "CreatePartitions": (0, 3), "DescribeConfigs": (1, 4),
     "AlterConfigs": (0, 2), "IncrementalAlterConfigs": (0, 1), "InitProducerId": (0, 5), "DescribeCluster": (0, 1),
-    "DescribeQuorum": (0, 2), "DescribeLogDirs": (0, 4),
+    "DescribeQuorum": (0, 2), "DescribeLogDirs": (0, 4), "WriteTxnMarkers": (0, 1),
 }
 FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "DescribeQuorum"}
 # Answered before the broker is ready: clients send it first, and it tells only what this
@@ -65,6 +66,7 @@ class BrokerApi:
         self._producer_ids = iter(())
         self._producer_id_lock = trio.Lock()
         self._auto_creating: set[str] = set()
+        self.txn_markers = TxnMarkerWriter(data_path.replicas, config["request.timeout.ms"])
 
     async def handle(self, request: rpc.Request) -> dict | None:
         api, version, body = request.api, request.version, request.body
@@ -82,6 +84,8 @@ class BrokerApi:
             return self.api_versions()
         if api == "OffsetForLeaderEpoch":
             return self.data.offset_for_leader_epoch(body, version)
+        if api == "WriteTxnMarkers":
+            return self.txn_markers.write(body, version)
         if api in FORWARDED:
             return await self.forward(api, version, body)
         if api == "DescribeConfigs":
