@@ -12,6 +12,7 @@ from broker.data_path import DataPath
 from broker.describe_producers import describe_producers
 from broker.metadata_listener import MetadataListener
 from broker.producer_ids import ProducerIdAllocator, ProducerIdError
+from broker.txn_markers import TxnMarkerWriter
 from kraft.protocol import codec, rpc
 from kraft.protocol.error_codes import ErrorCode
 from kraft.protocol.schema import Versions
@@ -27,7 +28,7 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "OffsetForLeaderEpoch": (2, 4), "ApiVersions": (0, 4), "CreateTopics": (2, 7),
     "DeleteTopics": (1, 6), "CreatePartitions": (0, 3), "DescribeConfigs": (1, 4),
     "AlterConfigs": (0, 2), "IncrementalAlterConfigs": (0, 1), "InitProducerId": (0, 5), "DescribeCluster": (0, 1),
-    "DescribeQuorum": (0, 2), "DescribeLogDirs": (0, 4), "DescribeProducers": (0, 0),
+    "DescribeQuorum": (0, 2), "DescribeLogDirs": (0, 4), "WriteTxnMarkers": (0, 1), "DescribeProducers": (0, 0),
 }
 FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "DescribeQuorum"}
 # Answered before the broker is ready: clients send it first, and it tells only what this
@@ -72,6 +73,7 @@ class BrokerApi:
             apis.update(TXN_API_VERSIONS)
             self.supported = supported_versions(apis)
         self._auto_creating: set[str] = set()
+        self.txn_markers = TxnMarkerWriter(data_path.replicas, config["request.timeout.ms"])
 
     async def handle(self, request: rpc.Request) -> dict | None:
         api, version, body = request.api, request.version, request.body
@@ -89,6 +91,8 @@ class BrokerApi:
             return self.api_versions()
         if api == "OffsetForLeaderEpoch":
             return self.data.offset_for_leader_epoch(body, version)
+        if api == "WriteTxnMarkers":
+            return self.txn_markers.write(body, version)
         if api in FORWARDED:
             return await self.forward(api, version, body)
         if api == "DescribeConfigs":

@@ -29,11 +29,8 @@ def _describe_partition(replicas, topic: str, index: int) -> dict:
         out["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
         return out
     for pid, entry in sorted(p.producers.producers.items()):
-        # current_txn_first_offset and coordinator_epoch: the partition side's transaction
-        # tracking (producer_state); absent, a producer has no transaction open.
-        first = getattr(entry, "current_txn_first_offset", None)
         out["active_producers"].append({
             "producer_id": pid, "producer_epoch": entry.producer_epoch, "last_sequence": entry.last_seq,
-            "last_timestamp": entry.last_timestamp, "coordinator_epoch": getattr(entry, "coordinator_epoch", -1),
-            "current_txn_start_offset": -1 if first is None else first})
+            "last_timestamp": entry.last_timestamp, "coordinator_epoch": entry.coordinator_epoch,
+            "current_txn_start_offset": entry.current_txn_first_offset})
     return out

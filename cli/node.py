@@ -182,6 +182,12 @@ class Node:
                 (transactions.on_become_leader if is_leader else transactions.on_resign)(index)
 
         self.replicas.leadership_listeners.append(follow_coordinator_leadership)
+
+        def follow_offsets_markers(topic, index, producer_id, producer_epoch, committed):
+            if topic == OFFSETS_TOPIC:
+                groups.on_txn_marker(index, producer_id, producer_epoch, committed)
+
+        self.replicas.txn_marker_listeners.append(follow_offsets_markers)
         coordinators = CoordinatorLocator(config, self.replicas, channel, nursery, {
             GROUP_KEY_TYPE: (OFFSETS_TOPIC, groups.partition_for),
             TRANSACTION_KEY_TYPE: (TXN_STATE_TOPIC, transactions.partition_for)})

@@ -140,6 +140,7 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        validate=lambda v: None if v in ("kraft", "pysyncobj") else "must be kraft or pysyncobj"),
     _K("controller.quorum.pysyncobj.password", "password", None),
     _K("kraft.unsafe.ack.before.replication", "bool", False),
+    _K("kraft.unsafe.read.committed.high.watermark", "bool", False),
     _K("kraft.log.open.files.max", "int", 1024, validate=_at_least(1)),
 ]}
 
