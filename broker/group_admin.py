@@ -231,14 +231,22 @@ class GroupAdminMixin:
 
     # ------------------------------------------------------------------ OffsetFetch
 
-    def _fetch_group(self: GroupCoordinator, gid: str, topics: list | None) -> tuple[int, list]:
+    def _fetch_group(self: GroupCoordinator, gid: str, topics: list | None,
+                     require_stable: bool = False) -> tuple[int, list]:
         code = ErrorCode.INVALID_GROUP_ID if not gid else self.coordinator_error(gid)
         if code:
             return code, []
         group = self.groups.get(gid)
         offsets = group.offsets if group is not None and not group.is_(S.DEAD) else {}
+        # KIP-447: a partition with a transactional commit awaiting its marker is unstable;
+        # a read_committed consumer retries rather than start from the older offset.
+        unstable = ({tp for pending in group.pending_txn_offsets.values() for tp in pending}
+                    if require_stable and group is not None else set())
 
         def part(topic, index):
+            if (topic, index) in unstable:
+                return {"partition_index": index, "committed_offset": -1, "committed_leader_epoch": -1,
+                        "metadata": "", "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT)}
             v = offsets.get((topic, index))
             if v is None:
                 return {"partition_index": index, "committed_offset": -1, "committed_leader_epoch": -1,
@@ -257,10 +265,10 @@ class GroupAdminMixin:
         if version >= 8:
             groups = []
             for g in body["groups"]:
-                code, topics = self._fetch_group(g["group_id"], g["topics"])
+                code, topics = self._fetch_group(g["group_id"], g["topics"], body.get("require_stable", False))
                 groups.append({"group_id": g["group_id"], "topics": topics, "error_code": int(code)})
             return {"throttle_time_ms": 0, "groups": groups}
-        code, topics = self._fetch_group(body["group_id"], body["topics"])
+        code, topics = self._fetch_group(body["group_id"], body["topics"], body.get("require_stable", False))
         if code and version < 2:
             # v0-1 have no top-level error: report it on every requested partition
             topics = [{"name": t["name"], "partitions": [

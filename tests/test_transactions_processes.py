@@ -1,0 +1,287 @@
+"""Transactions end to end on a real 3-node cluster (every node a controller and a broker,
+topics with replication factor 3): confluent-kafka, kafka-python and aiokafka transactional
+producers seen by read_committed consumers, consume-transform-produce with
+send_offsets_to_transaction, fencing by a second producer, a vanished producer aborted by
+its transaction timeout, and a SIGKILLed coordinator."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from cluster_helpers import fast_overrides, request, start_cluster, wait_until
+from kraft.local_cluster import LocalCluster
+
+OVERRIDES = dict(group_initial_rebalance_delay_ms=0,
+                 transaction_abort_timed_out_transaction_cleanup_interval_ms=500)
+
+
+def _make(path):
+    return start_cluster(LocalCluster(path, controllers=3, brokers=0, overrides=fast_overrides(**OVERRIDES)))
+
+
+def _kill_all(cluster):
+    for node in cluster.nodes.values():
+        if node.running:
+            node.process.kill()
+            node.process.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = _make(tmp_path_factory.mktemp("txn"))
+    try:
+        yield c
+    finally:
+        _kill_all(c)
+
+
+def create_topic(bootstrap, name, partitions=3):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=3)])[name].result(30)
+    wait_until(lambda: all(p.leader >= 0 for p in admin.list_topics(name, timeout=5).topics[name].partitions.values()),
+               what=f"leaders of {name}")
+
+
+def txn_producer(bootstrap, txn_id, **extra):
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, **extra})
+    p.init_transactions(30)
+    return p
+
+
+def consume(bootstrap, topic, isolation, *, expect=None, idle_s=3.0, timeout_s=30.0) -> list[bytes]:
+    """Every value of ``topic`` from the beginning, until ``expect`` values arrived (then a
+    short wait for extras) or nothing came for ``idle_s``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                  "isolation.level": isolation, "enable.auto.commit": False})
+    md = c.list_topics(topic, timeout=10).topics[topic]
+    c.assign([TopicPartition(topic, p, -2) for p in md.partitions])
+    values, deadline, last = [], time.monotonic() + timeout_s, time.monotonic()
+    try:
+        while time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                values.append(m.value())
+                last = time.monotonic()
+                continue
+            quiet = time.monotonic() - last
+            if (expect is not None and len(values) >= expect and quiet > 1.0) or (expect is None and quiet > idle_s):
+                break
+    finally:
+        c.close()
+    return values
+
+
+def describe(cluster, txn_id):
+    b = next(b for b in cluster.brokers if b.running)
+    find = request(b.host, b.broker_port, "FindCoordinator", 4, {"key_type": 1, "coordinator_keys": [txn_id]})
+    c = find["coordinators"][0]
+    assert c["error_code"] == 0, c
+    resp = request(c["host"], c["port"], "DescribeTransactions", 0, {"transactional_ids": [txn_id]})
+    return c["node_id"], resp["transaction_states"][0]
+
+
+def test_confluent_commit_and_abort_seen_by_read_committed(cluster):
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, "ca")
+    p = txn_producer(bootstrap, "ca-1")
+    for tag, commit in (("c1", True), ("ab", False), ("c3", True)):
+        p.begin_transaction()
+        for i in range(30):
+            p.produce("ca", key=b"%d" % i, value=f"{tag}-{i}".encode())
+        if commit:
+            p.commit_transaction(30)
+        else:
+            assert p.flush(30) == 0
+            p.abort_transaction(30)
+    committed = consume(bootstrap, "ca", "read_committed", expect=60)
+    assert sorted(committed) == sorted(f"{t}-{i}".encode() for t in ("c1", "c3") for i in range(30))
+    everything = consume(bootstrap, "ca", "read_uncommitted", expect=90)
+    assert len(everything) == 90 and sum(v.startswith(b"ab-") for v in everything) == 30
+    _, state = describe(cluster, "ca-1")
+    assert state["transaction_state"] == "CompleteCommit" and state["topics"] == []
+
+
+def test_kafka_python_and_aiokafka_transactional_producers(cluster):
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, "py")
+    from kafka import KafkaProducer
+
+    kp = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kp-1")
+    kp.init_transactions()
+    kp.begin_transaction()
+    for i in range(10):
+        kp.send("py", key=b"k", value=f"kp-ok-{i}".encode())
+    kp.commit_transaction()
+    kp.begin_transaction()
+    kp.send("py", key=b"k", value=b"kp-aborted")
+    kp.flush()
+    kp.abort_transaction()
+    kp.close()
+
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    async def aio():
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="aio-1")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for i in range(10):
+                    await producer.send("py", key=b"a", value=f"aio-ok-{i}".encode())
+            await producer.begin_transaction()
+            await (await producer.send("py", key=b"a", value=b"aio-aborted"))
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    asyncio.run(aio())
+    values = consume(bootstrap, "py", "read_committed", expect=20)
+    assert sorted(values) == sorted([f"kp-ok-{i}".encode() for i in range(10)] +
+                                    [f"aio-ok-{i}".encode() for i in range(10)])
+    assert len(consume(bootstrap, "py", "read_uncommitted", expect=22)) == 22
+
+
+def test_consume_transform_produce_is_exactly_once(cluster):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, "etl-in")
+    create_topic(bootstrap, "etl-out")
+    source = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(1000):
+        source.produce("etl-in", key=b"%d" % i, value=b"%d" % i)
+    assert source.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "etl", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["etl-in"])
+    producer = txn_producer(bootstrap, "etl-1")
+    done, rounds, aborted_once = 0, 0, False
+    deadline = time.monotonic() + 45
+    while done < 1000 and time.monotonic() < deadline:
+        batch = [m for m in consumer.consume(100, timeout=1.0) if not m.error()]
+        if not batch:
+            continue
+        rounds += 1
+        producer.begin_transaction()
+        for m in batch:
+            producer.produce("etl-out", key=m.key(), value=b"out-" + m.value())
+        positions = consumer.position(consumer.assignment())
+        if rounds == 3 and not aborted_once:
+            # abort one round: its output must never be read, its input is processed again
+            aborted_once = True
+            producer.abort_transaction(30)
+            committed = consumer.committed(consumer.assignment(), timeout=10)
+            for tp in committed:
+                consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else -2))
+            continue
+        producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
+        producer.commit_transaction(30)
+        done += len(batch)
+    assert done == 1000 and aborted_once
+    committed = consumer.committed([TopicPartition("etl-in", p) for p in range(3)], timeout=10)
+    consumer.close()
+    assert sum(tp.offset for tp in committed) == 1000
+    out = consume(bootstrap, "etl-out", "read_committed", expect=1000)
+    assert sorted(out) == sorted(b"out-%d" % i for i in range(1000))  # each record exactly once
+
+
+def test_second_producer_with_the_same_id_fences_the_first(cluster):
+    from confluent_kafka import KafkaException
+
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, "fence")
+    first = txn_producer(bootstrap, "fence-1")
+    first.begin_transaction()
+    first.produce("fence", value=b"zombie")
+    assert first.flush(30) == 0
+    second = txn_producer(bootstrap, "fence-1")  # aborts the first one's transaction
+    with pytest.raises(KafkaException) as raised:
+        first.commit_transaction(30)
+    assert raised.value.args[0].fatal() or "fenc" in str(raised.value).lower()
+    second.begin_transaction()
+    second.produce("fence", value=b"winner")
+    second.commit_transaction(30)
+    assert consume(bootstrap, "fence", "read_committed", expect=1) == [b"winner"]
+    _, state = describe(cluster, "fence-1")
+    assert state["producer_epoch"] >= 2  # bumped by the fence and by the second init
+
+
+VANISHING = textwrap.dedent("""
+    import sys, time
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": "vanish-1",
+                  "transaction.timeout.ms": 3000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("vanish", value=b"lost", partition=0)
+    assert p.flush(30) == 0
+    print("ready", flush=True)
+    time.sleep(120)
+""")
+
+
+def test_vanished_producer_is_aborted_by_its_transaction_timeout(cluster):
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, "vanish", partitions=1)
+    proc = subprocess.Popen([sys.executable, "-c", VANISHING, bootstrap], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    later = txn_producer(bootstrap, "vanish-later")
+    later.begin_transaction()
+    later.produce("vanish", value=b"after", partition=0)
+    later.commit_transaction(30)
+    # readable only once the coordinator aborted the open transaction that precedes it
+    assert consume(bootstrap, "vanish", "read_committed", expect=1, timeout_s=30) == [b"after"]
+    _, state = describe(cluster, "vanish-1")
+    assert state["transaction_state"] == "CompleteAbort" and state["producer_epoch"] == 1
+
+
+def test_sigkill_of_the_coordinator_leaves_no_torn_transaction(tmp_path):
+    from confluent_kafka import KafkaException
+
+    cluster = _make(tmp_path)
+    try:
+        bootstrap = cluster.bootstrap_servers
+        create_topic(bootstrap, "torn", partitions=6)
+        p = txn_producer(bootstrap, "torn-1")
+        p.begin_transaction()
+        for i in range(60):
+            p.produce("torn", key=b"%d" % i, value=b"mid-%d" % i)
+        assert p.flush(30) == 0
+        coordinator, state = describe(cluster, "torn-1")
+        assert state["transaction_state"] == "Ongoing"
+        cluster.kill(coordinator)
+        try:
+            p.commit_transaction(45)
+            outcome = "committed"
+        except KafkaException as exc:
+            assert exc.args[0].txn_requires_abort() or exc.args[0].retriable(), exc
+            p.abort_transaction(30)
+            outcome = "aborted"
+        p.begin_transaction()
+        for i in range(10):
+            p.produce("torn", key=b"%d" % i, value=b"after-%d" % i)
+        p.commit_transaction(30)
+        values = consume(bootstrap, "torn", "read_committed", expect=70 if outcome == "committed" else 10)
+        mid = [v for v in values if v.startswith(b"mid-")]
+        assert sorted(v for v in values if v.startswith(b"after-")) == sorted(b"after-%d" % i for i in range(10))
+        assert len(mid) == (60 if outcome == "committed" else 0), (outcome, len(mid))
+        new_coordinator, state = describe(cluster, "torn-1")
+        assert new_coordinator != coordinator and state["transaction_state"] == "CompleteCommit"
+    finally:
+        _kill_all(cluster)
