@@ -4,6 +4,7 @@ producers seen by read_committed consumers, consume-transform-produce with
 send_offsets_to_transaction, fencing by a second producer, a vanished producer aborted by
 its transaction timeout, and a SIGKILLed coordinator."""
 
+import json
 import os
 import signal
 import subprocess
@@ -285,3 +286,57 @@ def test_sigkill_of_the_coordinator_leaves_no_torn_transaction(tmp_path):
         assert new_coordinator != coordinator and state["transaction_state"] == "CompleteCommit"
     finally:
         _kill_all(cluster)
+
+
+def kraftctl(*args):
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_kraftctl_transactions_lists_describes_and_aborts_a_hanging_transaction(cluster):
+    from kraft.records import build_batch
+
+    bootstrap = cluster.bootstrap_servers
+    bs = f"--bootstrap-server={bootstrap}"
+    create_topic(bootstrap, "hang", partitions=2)
+    live = txn_producer(bootstrap, "cli-1")
+    live.begin_transaction()
+    live.produce("hang", value=b"live", partition=0)
+    assert live.flush(30) == 0
+    # A transaction its coordinator never heard of (as a producer whose AddPartitionsToTxn was
+    # lost would leave): the partition holds it open, and its LSO with it.
+    ghost = build_batch([(None, b"ghost")], producer_id=424242, producer_epoch=0, base_sequence=0,
+                        timestamp=int(time.time() * 1000) - 1000, transactional=True)
+    leader = next(b for b in cluster.brokers
+                  if describe_leader(cluster, "hang", 1) == b.node_id)
+    resp = request(leader.host, leader.broker_port, "Produce", 9, {
+        "transactional_id": "ghost", "acks": -1, "timeout_ms": 30000,
+        "topic_data": [{"name": "hang", "partition_data": [{"index": 1, "records": ghost}]}]})
+    assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+
+    listed = kraftctl("transactions", bs, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert any(line.split("\t")[0] == "cli-1" and line.split("\t")[3] == "Ongoing"
+               for line in listed.stdout.splitlines()[1:])
+    described = json.loads(kraftctl("transactions", bs, "--output=json", "describe", "--transactional-id=cli-1").stdout)
+    assert described[0]["transaction_state"] == "Ongoing" and described[0]["topic_partitions"] == "hang-0"
+    producers = json.loads(kraftctl("transactions", bs, "--output=json", "describe-producers", "--topic=hang",
+                                    "--partition=1").stdout)
+    assert [(p["producer_id"], p["current_txn_start_offset"]) for p in producers] == [(424242, 0)]
+
+    hanging = json.loads(kraftctl("transactions", bs, "--output=json", "find-hanging", "--topic=hang",
+                                  "--max-transaction-timeout=0").stdout)
+    assert [(h["partition"], h["producer_id"], h["start_offset"]) for h in hanging] == [(1, 424242, 0)]
+    aborted = kraftctl("transactions", bs, "abort", "--topic=hang", "--partition=1", "--start-offset=0")
+    assert aborted.returncode == 0, aborted.stderr
+    assert json.loads(kraftctl("transactions", bs, "--output=json", "find-hanging", "--topic=hang",
+                               "--max-transaction-timeout=0").stdout) == []
+    live.commit_transaction(30)
+    assert consume(bootstrap, "hang", "read_committed", expect=1) == [b"live"]
+    missing = kraftctl("transactions", bs, "describe", "--transactional-id=nobody")
+    assert missing.returncode != 0 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
+
+
+def describe_leader(cluster, topic, partition):
+    b = next(b for b in cluster.brokers if b.running)
+    md = request(b.host, b.broker_port, "Metadata", 12, {"topics": [{"name": topic}]})
+    return next(p["leader_id"] for p in md["topics"][0]["partitions"] if p["partition_index"] == partition)
