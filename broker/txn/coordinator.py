@@ -47,6 +47,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from broker.group_admin import int_setting
 from broker.txn.log_records import TxnLogValue, TxnState, partition_for
 from kraft.protocol.error_codes import ErrorCode
 
@@ -80,11 +81,7 @@ class TxnConfig:
         d = cls()
 
         def get(name, default):
-            try:
-                value = config[name]
-            except (KeyError, TypeError):
-                return default
-            return default if value is None else int(value)
+            return int_setting(config, name, default)
 
         return cls(
             num_partitions=get("transaction.state.log.num.partitions", d.num_partitions),
