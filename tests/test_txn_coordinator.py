@@ -245,6 +245,28 @@ def test_kip360_epoch_bump_with_the_expected_producer():
     retry = c.init_producer_id(TID, 60_000, T0, expected=(pid, epoch))
     assert retry.write is None and (retry.producer_id, retry.producer_epoch) == (pid, epoch + 1)
     assert c.init_producer_id(TID, 60_000, T0, expected=(pid, epoch - 1)).error == E.PRODUCER_FENCED
+    assert c.init_producer_id(TID, 60_000, T0, expected=(pid + 1, epoch + 1)).error == E.PRODUCER_FENCED
+
+
+def test_a_zombie_cannot_reclaim_the_epoch_a_new_instance_took():
+    c = make()
+    pid, epoch = init(c)
+    init(c)  # a new instance of the application: a plain InitProducerId
+    # the old instance's KIP-360 bump with its old epoch is fenced, not taken for a retry
+    assert c.init_producer_id(TID, 60_000, T0, expected=(pid, epoch)).error == E.PRODUCER_FENCED
+
+
+def test_a_fence_whose_write_fails_still_fences_the_old_producer():
+    c = make()
+    pid, epoch = init(c)
+    ongoing(c, pid, epoch)
+    r = c.init_producer_id(TID, 60_000, T0)
+    c.write_done(r.write, E.NOT_ENOUGH_REPLICAS, T0)
+    assert state(c) == S.ONGOING and c.txns[TID].pending is None
+    assert c.end_txn(TID, pid, epoch, True, T0).error == E.PRODUCER_FENCED
+    # the abort is tried again (by the timeout or the next InitProducerId)
+    again = c.init_producer_id(TID, 60_000, T0)
+    assert again.write.value.state == S.PREPARE_ABORT and again.write.value.producer_epoch == epoch + 2
 
 
 # ------------------------------------------------------------------ the delayed-EndTxn guard

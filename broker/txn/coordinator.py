@@ -101,8 +101,10 @@ class TxnMetadata:
     transactional_id: str
     partition: int
     value: TxnLogValue
-    last_producer_epoch: int = NO_EPOCH  # the epoch before the last bump (retried InitProducerId)
+    # the epoch a KIP-360 bump replaced: a retry of that InitProducerId may present it
+    last_producer_epoch: int = NO_EPOCH
     pending: TxnLogValue | None = None  # a write not yet committed
+    pending_last_epoch: int = NO_EPOCH
 
     @property
     def state(self) -> TxnState:
@@ -215,37 +217,47 @@ class TransactionCoordinator:
         a v3+ client sends to bump its epoch after an error (KIP-360), or None."""
         if not transactional_id:
             return Result(ErrorCode.INVALID_REQUEST)
-        if (error := self.coordinator_error(transactional_id)) != ErrorCode.NONE:
-            return Result(error)
         if not 0 < timeout_ms <= self.config.max_timeout_ms:
             return Result(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        if (error := self.coordinator_error(transactional_id)) != ErrorCode.NONE:
+            return Result(error)
+        if expected is not None and expected[0] == -1:
+            expected = None  # a v3+ client without a producer id yet
         meta = self.txns.get(transactional_id)
         if meta is None:
             partition = self.partition_of(transactional_id)
             meta = self.txns[transactional_id] = TxnMetadata(transactional_id, partition, TxnLogValue(
                 self.new_producer_id(), NO_EPOCH, timeout_ms, S.EMPTY, last_update_ms=now_ms))
-        if meta.pending is not None or meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE):
-            return Result(ErrorCode.CONCURRENT_TRANSACTIONS)
         v = meta.value
-        if expected is not None and expected[0] != -1:
-            if expected == (v.producer_id, meta.last_producer_epoch) and meta.state != S.ONGOING:
-                return Result(producer_id=v.producer_id, producer_epoch=v.producer_epoch)  # a retry
-            if expected != (v.producer_id, v.producer_epoch):
-                return Result(ErrorCode.PRODUCER_FENCED)
+        if meta.pending is not None:
+            return Result(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if expected is not None and not (
+                v.producer_epoch == NO_EPOCH or expected[0] == v.producer_id
+                or (expected[0] == v.previous_producer_id and expected[1] + 1 >= MAX_EPOCH)):
+            return Result(ErrorCode.PRODUCER_FENCED)
+        if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE, S.DEAD):
+            return Result(ErrorCode.CONCURRENT_TRANSACTIONS)
         if meta.state == S.ONGOING:
             # Abort the transaction first, with the epoch bumped so the old producer is fenced;
-            # the client retries and finds it complete.
+            # the client retries and finds it complete (then its epoch is bumped once more).
             return Result(ErrorCode.CONCURRENT_TRANSACTIONS, write=self._fence_and_abort(meta, now_ms))
-        if meta.state == S.DEAD:
-            return Result(ErrorCode.CONCURRENT_TRANSACTIONS)
-        if v.producer_epoch + 1 >= MAX_EPOCH:  # exhausted: a new producer id starts at epoch 0
+        fresh = dict(timeout_ms=timeout_ms, state=S.EMPTY, partitions=frozenset(), start_ms=-1,
+                     last_update_ms=now_ms)
+        if v.producer_epoch + 1 >= MAX_EPOCH and (expected is None or expected[1] == v.producer_epoch):
+            # exhausted: a new producer id starts at epoch 0
             target = replace(v, producer_id=self.new_producer_id(), producer_epoch=0,
-                             previous_producer_id=v.producer_id)
+                             previous_producer_id=v.producer_id, **fresh)
+            last_epoch = v.producer_epoch if expected is not None else NO_EPOCH
+        elif expected is None:
+            target, last_epoch = replace(v, producer_epoch=v.producer_epoch + 1, **fresh), NO_EPOCH
+        elif v.producer_epoch == NO_EPOCH or expected[1] == v.producer_epoch:
+            target, last_epoch = replace(v, producer_epoch=v.producer_epoch + 1, **fresh), v.producer_epoch
+        elif expected[1] == meta.last_producer_epoch:
+            # a retry of the bump that made the current epoch (its answer was lost): the same again
+            return Result(producer_id=v.producer_id, producer_epoch=v.producer_epoch)
         else:
-            target = replace(v, producer_epoch=v.producer_epoch + 1)
-        target = replace(target, timeout_ms=timeout_ms, state=S.EMPTY, partitions=frozenset(),
-                         start_ms=-1, last_update_ms=now_ms)
-        return Result(write=self._prepare(meta, target))
+            return Result(ErrorCode.PRODUCER_FENCED)
+        return Result(write=self._prepare(meta, target, last_epoch=last_epoch))
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                        partitions: set[tuple[str, int]], now_ms: int) -> Result:
@@ -297,17 +309,22 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ transitions
 
-    def _prepare(self, meta: TxnMetadata, target: TxnLogValue, reply: bool = True) -> Write:
+    def _prepare(self, meta: TxnMetadata, target: TxnLogValue, reply: bool = True,
+                 last_epoch: int | None = None) -> Write:
+        """Make ``target`` the pending state; ``last_epoch``: the epoch a retried KIP-360
+        InitProducerId may present once it is applied (None: unchanged)."""
         if meta.state not in VALID_PREVIOUS[target.state]:
             raise AssertionError(f"{meta.transactional_id}: {meta.state.kafka_name} -> {target.state.kafka_name}")
         meta.pending = target
+        meta.pending_last_epoch = meta.last_producer_epoch if last_epoch is None else last_epoch
         value = None if target.state == S.DEAD else target
         return Write(meta.partition, self.owned.get(meta.partition, -1), meta.transactional_id, value, reply)
 
-    def _prepare_end(self, meta: TxnMetadata, committed: bool, epoch: int, now_ms: int, reply: bool) -> Write:
+    def _prepare_end(self, meta: TxnMetadata, committed: bool, epoch: int, now_ms: int, reply: bool,
+                     last_epoch: int | None = None) -> Write:
         target = replace(meta.value, state=S.PREPARE_COMMIT if committed else S.PREPARE_ABORT,
                          producer_epoch=epoch, last_update_ms=now_ms)
-        return self._prepare(meta, target, reply)
+        return self._prepare(meta, target, reply, last_epoch)
 
     def _fence_and_abort(self, meta: TxnMetadata, now_ms: int) -> Write | None:
         """Abort an Ongoing transaction on the coordinator's initiative, bumping the epoch
@@ -315,7 +332,7 @@ class TransactionCoordinator:
         epoch = meta.value.producer_epoch
         if epoch + 1 >= MAX_EPOCH:
             return None  # cannot bump: left to the producer (Kafka logs and skips too)
-        return self._prepare_end(meta, False, epoch + 1, now_ms, reply=False)
+        return self._prepare_end(meta, False, epoch + 1, now_ms, reply=False, last_epoch=NO_EPOCH)
 
     def write_done(self, write: Write, error: int, now_ms: int) -> Result:
         """``write`` is committed (``error`` NONE) or failed.  Returns the answer for the
@@ -328,15 +345,17 @@ class TransactionCoordinator:
         if error != ErrorCode.NONE or self.owned.get(write.partition) != write.coordinator_epoch:
             if meta.state == S.EMPTY and meta.value.producer_epoch == NO_EPOCH:
                 del self.txns[write.transactional_id]  # a new id whose first write failed
+            elif (meta.state == S.ONGOING and target.state == S.PREPARE_ABORT
+                  and target.producer_epoch > meta.value.producer_epoch):
+                # A failed fence keeps its epoch bump in memory (Kafka does too): the old
+                # producer stays fenced while the abort is tried again.
+                meta.value = replace(meta.value, producer_epoch=target.producer_epoch)
+                meta.last_producer_epoch = NO_EPOCH
             return Result(error or ErrorCode.NOT_COORDINATOR)
         if target.state == S.DEAD:
             del self.txns[write.transactional_id]
             return Result()
-        if target.producer_epoch != meta.value.producer_epoch or target.producer_id != meta.value.producer_id:
-            if target.producer_id == meta.value.producer_id:
-                meta.last_producer_epoch = meta.value.producer_epoch
-            else:
-                meta.last_producer_epoch = NO_EPOCH
+        meta.last_producer_epoch = meta.pending_last_epoch
         meta.value = target
         out = Result(producer_id=target.producer_id, producer_epoch=target.producer_epoch)
         if target.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
