@@ -453,7 +453,8 @@ class TransactionCoordinator:
                 continue
             if producer_ids and v.producer_id not in producer_ids:
                 continue
-            if duration_ms >= 0 and (v.state != S.ONGOING or now_ms - v.start_ms < duration_ms):
+            running = v.state in (S.ONGOING, S.PREPARE_COMMIT, S.PREPARE_ABORT)
+            if duration_ms >= 0 and (not running or now_ms - v.start_ms < duration_ms):
                 continue
             out.append({"transactional_id": txn_id, "producer_id": v.producer_id,
                         "transaction_state": v.state.kafka_name})

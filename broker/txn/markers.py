@@ -45,6 +45,7 @@ class MarkerChannel:
         self._queues: dict[int, list[tuple[MarkerJob, tuple[str, int]]]] = {}
         self._unrouted: list[tuple[MarkerJob, tuple[str, int]]] = []
         self._senders: set[int] = set()
+        self._unrouted_event = trio.Event()
         self._wake_send, self._wake_recv = trio.open_memory_channel(math.inf)
 
     def send(self, job: MarkerJob) -> None:
@@ -69,7 +70,7 @@ class MarkerChannel:
                 continue
             broker = image.broker(reg.leader) if reg.leader >= 0 else None
             if broker is None or broker.fenced:
-                self._unrouted.append((job, tp))
+                self._retry_later([(job, tp)])
                 continue
             self._queues.setdefault(reg.leader, []).append((job, tp))
         self._wake_send.send_nowait(None)
@@ -98,13 +99,15 @@ class MarkerChannel:
 
     async def _reroute_loop(self) -> None:
         while True:
+            await self._unrouted_event.wait()
             await trio.sleep(self.retry_backoff_s)
-            if self._unrouted:
-                items, self._unrouted = self._unrouted, []
-                self._route(items)
+            self._unrouted_event = trio.Event()
+            items, self._unrouted = self._unrouted, []
+            self._route(items)
 
     def _retry_later(self, items) -> None:
         self._unrouted.extend(items)
+        self._unrouted_event.set()
 
     async def _sender(self, broker_id: int) -> None:
         try:

@@ -33,6 +33,7 @@ TXN_API_VERSIONS: dict[str, tuple[int, int]] = {
     "DescribeTransactions": (0, 0), "ListTransactions": (0, 1),
 }
 # Request versions before KIP-588 know no PRODUCER_FENCED: they get INVALID_PRODUCER_EPOCH.
+COMPLETE_RETRY_BACKOFF_S = 0.5
 FENCED_SINCE = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffsetsToTxn": 2, "EndTxn": 2}
 
 
@@ -85,6 +86,7 @@ class TransactionService:
         self._locks: dict[int, trio.Lock] = {}
         self._load_send, self._load_recv = trio.open_memory_channel(math.inf)
         self._background_send, self._background_recv = trio.open_memory_channel(math.inf)
+        self._completions_send, self._completions_recv = trio.open_memory_channel(math.inf)
 
     def partition_for(self, transactional_id: str) -> int:
         return self.core.partition_of(transactional_id)
@@ -124,6 +126,7 @@ class TransactionService:
             await nursery.start(self.markers.run)
             nursery.start_soon(self._loader, nursery)
             nursery.start_soon(self._background, nursery)
+            nursery.start_soon(self._completer, nursery)
             task_status.started()
             while True:
                 await trio.sleep(self.tick_interval_s)
@@ -146,6 +149,10 @@ class TransactionService:
     async def _background(self, nursery: trio.Nursery) -> None:
         async for result in self._background_recv:
             nursery.start_soon(self._apply, result)
+
+    async def _completer(self, nursery: trio.Nursery) -> None:
+        async for job in self._completions_recv:
+            nursery.start_soon(self._complete, job)
 
     def _in_background(self, result: Result) -> None:
         self._background_send.send_nowait(result)
@@ -176,7 +183,20 @@ class TransactionService:
         return ErrorCode.NONE
 
     def _markers_written(self, job: MarkerJob) -> None:
-        self._in_background(self.core.markers_done(job, self.clock()))
+        self._completions_send.send_nowait(job)
+
+    async def _complete(self, job: MarkerJob) -> None:
+        """Write the Complete state of ``job``'s transaction, again and again while the
+        append fails with a retriable error (Kafka retries it too): until it is written the
+        id answers CONCURRENT_TRANSACTIONS."""
+        while True:
+            result = self.core.markers_done(job, self.clock())
+            if result.write is None:
+                return  # no longer this coordinator's, or moved on
+            done = await self._apply(result)
+            if done.error != ErrorCode.COORDINATOR_NOT_AVAILABLE:
+                return
+            await trio.sleep(COMPLETE_RETRY_BACKOFF_S)
 
     def _job_is_current(self, job: MarkerJob) -> bool:
         return self.core.owned.get(self.core.partition_of(job.transactional_id)) == job.coordinator_epoch
