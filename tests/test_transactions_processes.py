@@ -340,3 +340,52 @@ def describe_leader(cluster, topic, partition):
     b = next(b for b in cluster.brokers if b.running)
     md = request(b.host, b.broker_port, "Metadata", 12, {"topics": [{"name": topic}]})
     return next(p["leader_id"] for p in md["topics"][0]["partitions"] if p["partition_index"] == partition)
+
+
+def test_coordinator_killed_while_committing_is_completed_by_its_successor(tmp_path):
+    """The coordinator is SIGKILLed as soon as it is seen in PrepareCommit (the commit is
+    decided, its markers are being written): the next leader of its __transaction_state
+    partition loads PrepareCommit and writes the markers itself."""
+    import threading
+
+    cluster = _make(tmp_path)
+    try:
+        bootstrap = cluster.bootstrap_servers
+        create_topic(bootstrap, "decided", partitions=6)
+        p = txn_producer(bootstrap, "decided-1")
+        p.begin_transaction()
+        for i in range(60):
+            p.produce("decided", key=b"%d" % i, value=b"v-%d" % i)
+        assert p.flush(30) == 0
+        coordinator, _ = describe(cluster, "decided-1")
+        node = cluster.nodes[coordinator]
+        outcome = {}
+        committing = threading.Thread(target=lambda: outcome.setdefault("commit", _try(p.commit_transaction, 45)))
+        committing.start()
+        seen = set()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            state = request(node.host, node.broker_port, "DescribeTransactions", 0,
+                            {"transactional_ids": ["decided-1"]})["transaction_states"][0]["transaction_state"]
+            seen.add(state)
+            if state != "Ongoing":
+                break
+        cluster.kill(coordinator)
+        committing.join(60)
+        assert "PrepareCommit" in seen or "CompleteCommit" in seen, seen
+        # the commit was decided before the kill: every record becomes readable, exactly once
+        values = consume(bootstrap, "decided", "read_committed", expect=60, timeout_s=40)
+        assert sorted(values) == sorted(b"v-%d" % i for i in range(60))
+        wait_until(lambda: describe(cluster, "decided-1")[1]["transaction_state"] == "CompleteCommit",
+                   timeout_s=30, what="the successor to complete the commit")
+        assert describe(cluster, "decided-1")[0] != coordinator
+    finally:
+        _kill_all(cluster)
+
+
+def _try(fn, *args):
+    try:
+        fn(*args)
+        return None
+    except Exception as exc:  # noqa: BLE001 - the test reports what the client saw
+        return exc
