@@ -60,11 +60,11 @@ def test_the_lso_is_the_earliest_of_several_transactions_and_never_past_the_hw()
     assert state.last_stable_offset(high_watermark=16) == 16
 
 
-def test_a_marker_without_a_transaction_completes_an_empty_one_at_itself():
+def test_a_marker_without_a_transaction_completes_nothing_but_records_the_coordinator_epoch():
     state = ProducerStateManager()
-    completed = state.update(marker(9, 4), marker=ABORT)
-    assert completed == CompletedTxn(9, 4, 4, is_aborted=True)
-    assert state.stable_offset_after(completed) == 5
+    assert state.update(marker(9, 4), marker=TxnMarker(False, 3)) is None
+    assert state.first_unstable_offset is None
+    assert state.get(9).coordinator_epoch == 3
 
 
 def test_admission_of_transactional_batches_and_markers():
@@ -130,8 +130,10 @@ def model(log, end=None):
             if h.is_transactional and h.producer_id not in ongoing.values():
                 ongoing[h.base_offset] = h.producer_id
             continue
-        first = next((f for f, p in ongoing.items() if p == h.producer_id), h.base_offset)
-        ongoing.pop(first, None)
+        first = next((f for f, p in ongoing.items() if p == h.producer_id), None)
+        if first is None:
+            continue
+        del ongoing[first]
         if not m.commit:
             aborted.append((h.producer_id, first, h.base_offset))
     return ongoing, aborted
