@@ -358,19 +358,21 @@ class DataPath:
             return resp
         ts = p["timestamp"]
         plog = partition.log
+        # What a consumer may read (Kafka's lastFetchableOffset): the LSO for READ_COMMITTED.
+        fetchable = st.high_watermark
+        if read_committed and not self.replicas.unsafe_read_committed_hw:
+            fetchable = partition.last_stable_offset
         if ts == EARLIEST_TIMESTAMP or ts in (-4, -5):
             resp.update(offset=plog.log_start_offset)
         elif ts == LATEST_TIMESTAMP:
             # A follower asking (replica id set) wants the log end; a consumer the HW, or the
             # LSO when it reads committed data only.
-            latest = plog.log_end_offset if replica_id >= 0 else st.high_watermark
-            if replica_id < 0 and read_committed and not self.replicas.unsafe_read_committed_hw:
-                latest = partition.last_stable_offset
+            latest = plog.log_end_offset if replica_id >= 0 else fetchable
             resp.update(offset=latest, leader_epoch=st.leader_epoch)
         elif ts == MAX_TIMESTAMP:
             best = None
             for h, _ in plog.iter_batches():
-                if h.base_offset >= st.high_watermark:
+                if h.base_offset >= fetchable:
                     break
                 if best is None or h.max_timestamp > best.max_timestamp:
                     best = h
@@ -380,7 +382,7 @@ class DataPath:
         else:
             # Any other negative value is a search like Kafka's: every record is at or after it.
             found = plog.offset_for_timestamp(max(ts, 0))
-            if found is not None and found.offset < st.high_watermark:
+            if found is not None and found.offset < fetchable:
                 offset = found.offset
                 timestamp = found.max_timestamp
                 # The exact record: the first one in the batch at or after ``ts``.

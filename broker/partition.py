@@ -158,8 +158,9 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """The LSO: what READ_COMMITTED consumers may read up to (``producer_state``)."""
-        return self.producers.last_stable_offset(self.state.high_watermark)
+        """The LSO: what READ_COMMITTED consumers may read up to (``producer_state``); never
+        below the log start (retention may delete the start of a transaction still open)."""
+        return max(self.producers.last_stable_offset(self.state.high_watermark), self.state.log_start_offset)
 
     def append_as_follower(self, data: bytes) -> list:
         """Append fetched batches (offsets kept); returns their headers."""

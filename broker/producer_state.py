@@ -30,7 +30,8 @@ Transactions (KIP-98), as Kafka's ProducerStateManager:
 * A transactional data batch starts a transaction for its producer at its first offset,
   unless one is ongoing; a COMMIT or ABORT marker (a transactional control batch, its
   ``TxnMarker`` read by the caller) ends it and yields a ``CompletedTxn``.  A marker for a
-  producer with no ongoing transaction here completes an empty one at the marker itself.
+  producer with no ongoing transaction here (its data was never written here, or was
+  cleaned away) completes nothing: it only records the epochs.
 * The *first unstable offset* is the smallest first offset of the transactions not yet
   decided for readers: ongoing ones, and completed ones whose marker is not below the high
   watermark yet (``last_stable_offset`` forgets those as the HW passes them).  The last
@@ -407,10 +408,12 @@ class ProducerStateManager:
             return None
         if marker is None or not batch.is_transactional:
             return None
-        txn_first = entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else first
-        self._ongoing.pop(entry.current_txn_first_offset, None)
-        entry.current_txn_first_offset = -1
         entry.coordinator_epoch = marker.coordinator_epoch
+        txn_first = entry.current_txn_first_offset
+        if txn_first < 0:
+            return None  # no data here: nothing to hold the LSO or index (as Kafka)
+        del self._ongoing[txn_first]
+        entry.current_txn_first_offset = -1
         completed = CompletedTxn(pid, txn_first, first + batch.last_offset_delta, not marker.commit)
         self._unreplicated[txn_first] = completed
         return completed

@@ -23,6 +23,7 @@ import logging
 import trio
 
 from broker.network import Deferred
+from broker.offsets_store import OFFSETS_TOPIC
 from broker.replica_manager import ReplicaManager
 from kraft import clock
 from kraft.log.errors import LogError
@@ -31,8 +32,6 @@ from kraft.records.control import make_end_txn_batch
 from kraft.records.errors import CorruptRecordError
 
 log = logging.getLogger(__name__)
-
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class TxnMarkerWriter:
@@ -130,4 +129,4 @@ def _response(markers) -> dict:
         for pid, topics in markers]}
 
 
-__all__ = ["OFFSETS_TOPIC", "TxnMarkerWriter"]
+__all__ = ["TxnMarkerWriter"]

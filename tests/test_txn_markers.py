@@ -174,10 +174,14 @@ async def test_list_offsets_latest_is_the_lso_for_read_committed(single):
     dp, writer = single
     await produce(dp, txn_batch(0))
 
-    def latest(isolation):
+    def latest(isolation, timestamp=-1):
         body = {"replica_id": -1, "isolation_level": isolation, "topics": [{"name": TOPIC, "partitions": [
-            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]}
+            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}]}]}
         return dp.list_offsets(body, 5)["topics"][0]["partitions"][0]["offset"]
     assert (latest(0), latest(1)) == (2, 0)
+    # Searches by timestamp (0: the first record; -3: the max timestamp) stop there too.
+    assert (latest(0, 0), latest(1, 0)) == (0, -1)
+    assert (latest(0, -3), latest(1, -3)) == (1, -1)
     await write(writer, markers_body(True))
     assert (latest(0), latest(1)) == (3, 3)
+    assert latest(1, 0) == 0

@@ -63,6 +63,14 @@ def decode_entries(data: bytes, path: Path | str = "<bytes>") -> list[AbortedTxn
     return out
 
 
+def read_entries(path: Path) -> list[AbortedTxn]:
+    """The entries of a ``.txnindex`` file (none when it does not exist)."""
+    try:
+        return decode_entries(path.read_bytes(), path)
+    except FileNotFoundError:
+        return []
+
+
 @dataclass(frozen=True, slots=True)
 class TxnSearch:
     """Entries overlapping a fetch; ``complete``: no later segment can add any."""
@@ -80,11 +88,7 @@ class TransactionIndex:
     @property
     def entries(self) -> list[AbortedTxn]:
         if self._entries is None:
-            try:
-                data = self.path.read_bytes()
-            except FileNotFoundError:
-                data = b""
-            self._entries = decode_entries(data, self.path)
+            self._entries = read_entries(self.path)
         return self._entries
 
     def sanity_check(self) -> None:
@@ -162,4 +166,4 @@ class TransactionIndex:
 
 
 __all__ = ["ENTRY_SIZE", "TXN_INDEX_SUFFIX", "AbortedTxn", "TransactionIndex", "TxnSearch",
-           "decode_entries"]
+           "decode_entries", "read_entries"]
