@@ -213,6 +213,8 @@ class GroupAdminMixin:
         member is fenced by generation like OffsetCommit (KIP-447)."""
         gid = body["group_id"]
         code = ErrorCode.INVALID_GROUP_ID if not gid else self.coordinator_error(gid)
+        if not code and (body["producer_id"] < 0 or body["producer_epoch"] < 0):
+            code = ErrorCode.INVALID_PRODUCER_ID_MAPPING  # no producer a transactional batch could carry
         group = self.groups.get(gid)
         if not code:
             if group is None:

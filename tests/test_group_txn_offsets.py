@@ -70,3 +70,10 @@ def test_replay_applies_transactional_offsets_at_their_commit_marker():
     assert loaded.offsets["g"][("t", 0)].offset == 50
     assert {pid: {tp: v.offset for tp, v in o.items()} for pid, o in loaded.pending_txn_offsets["g"].items()} == {
         9: {("t", 0): 70}}
+
+
+def test_a_commit_without_a_producer_is_refused():
+    h = Harness()
+    out = txn_commit(h, "g", -1, {("t", 0): 10})
+    assert [p["error_code"] for t in out.response["topics"] for p in t["partitions"]] == [49]  # INVALID_PRODUCER_ID_MAPPING
+    assert out.writes == []
