@@ -79,9 +79,6 @@ class InternalTopicStore:
         return [data for _, data in p.log.iter_batches(with_data=True)]
 
 
-OffsetsStore = InternalTopicStore
-
-
 def internal_topic_spec(config, topic: str) -> tuple[int, int, dict[str, str]]:
     """(partitions, replication factor, topic configs) of an internal topic, from Kafka's
     ``offsets.topic.*`` and ``transaction.state.log.*`` keys.  ``__consumer_offsets`` keeps
