@@ -133,6 +133,8 @@ def test_kafka_python_and_aiokafka_transactional_producers(cluster):
     import asyncio
 
     from aiokafka import AIOKafkaProducer
+    from aiokafka.structs import OffsetAndMetadata
+    from aiokafka.structs import TopicPartition as AioTopicPartition
 
     async def aio():
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="aio-1")
@@ -141,6 +143,8 @@ def test_kafka_python_and_aiokafka_transactional_producers(cluster):
             async with producer.transaction():
                 for i in range(10):
                     await producer.send("py", key=b"a", value=f"aio-ok-{i}".encode())
+                await producer.send_offsets_to_transaction(
+                    {AioTopicPartition("py", 0): OffsetAndMetadata(5, "")}, "aio-group")
             await producer.begin_transaction()
             await (await producer.send("py", key=b"a", value=b"aio-aborted"))
             await producer.abort_transaction()
@@ -152,6 +156,13 @@ def test_kafka_python_and_aiokafka_transactional_producers(cluster):
     assert sorted(values) == sorted([f"kp-ok-{i}".encode() for i in range(10)] +
                                     [f"aio-ok-{i}".encode() for i in range(10)])
     assert len(consume(bootstrap, "py", "read_uncommitted", expect=22)) == 22
+    from confluent_kafka import Consumer, TopicPartition
+
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "aio-group", "isolation.level": "read_committed"})
+    try:  # aiokafka's TxnOffsetCommit, committed with its transaction
+        assert reader.committed([TopicPartition("py", 0)], timeout=10)[0].offset == 5
+    finally:
+        reader.close()
 
 
 def test_consume_transform_produce_is_exactly_once(cluster):
