@@ -1,5 +1,5 @@
-"""DescribeProducers (KIP-664): the active producers of the partitions this broker leads,
-from each partition's producer state, for ``kraftctl transactions describe-producers`` and
+"""DescribeProducers (KIP-664): the active producers of the partitions this broker hosts
+(leader or follower), from each replica's producer state, for ``kraftctl transactions describe-producers`` and
 finding hanging transactions."""
 
 from __future__ import annotations
@@ -20,13 +20,12 @@ def describe_producers(replicas, body: dict) -> dict:
 def _describe_partition(replicas, topic: str, index: int) -> dict:
     out = {"partition_index": index, "error_code": 0, "error_message": None, "active_producers": []}
     p = replicas.get(topic, index)
-    if p is None:
+    if p is None or p.log.closed:
+        # Any replica answers (a follower tracks producers from what it replicates), as in
+        # Kafka: kafka-transactions find-hanging --broker-id asks every replica it hosts.
         known = replicas.image.topic(topic)
         out["error_code"] = (ErrorCode.NOT_LEADER_OR_FOLLOWER if known is not None and index in known.partitions
                              else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return out
-    if not p.state.is_leader:
-        out["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
         return out
     for pid, entry in sorted(p.producers.producers.items()):
         out["active_producers"].append({

@@ -56,15 +56,20 @@ def _describe(admin, txn_id: str) -> dict:
     return {**state, "coordinator": coordinator}
 
 
-def _leaders(admin, topics: list[str] | None) -> dict[tuple[str, int], int]:
+def _partitions(admin, topics: list[str] | None) -> dict[tuple[str, int], dict]:
+    """Metadata of every partition of ``topics`` (None: all topics)."""
     md = admin.metadata(topics)
     out = {}
     for t in md["topics"]:
         if t["error_code"]:
             raise AdminError(f"topic '{t['name']}': {error_name(t['error_code'])}")
         for p in t["partitions"]:
-            out[(t["name"], p["partition_index"])] = p["leader_id"]
+            out[(t["name"], p["partition_index"])] = p
     return out
+
+
+def _leaders(admin, topics: list[str] | None) -> dict[tuple[str, int], int]:
+    return {tp: p["leader_id"] for tp, p in _partitions(admin, topics).items()}
 
 
 def _producers(admin, tp: tuple[str, int], leader: int, brokers) -> list[dict]:
@@ -166,18 +171,19 @@ def describe_producers_command(obj, topic, partition, broker_id):
 
 def find_hanging(admin, *, broker_id: int | None = None, topic: str | None = None, partition: int | None = None,
                  max_timeout_ms: int = 15 * 60_000, now_ms: int | None = None) -> list[dict]:
-    """The hanging transactions of the partitions a broker leads, or of a topic (see the
+    """The hanging transactions of the partitions a broker hosts, or of a topic (see the
     module doc)."""
     now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-    leaders = _leaders(admin, [topic] if topic else None)
     brokers = _brokers(admin)
     candidates = []
-    for tp, leader in sorted(leaders.items()):
-        if (broker_id is not None and leader != broker_id) or (partition is not None and tp[1] != partition):
+    for tp, meta in sorted(_partitions(admin, [topic] if topic else None).items()):
+        # --broker-id: every replica the broker hosts, asked of that broker (as Kafka's tool)
+        if (broker_id is not None and broker_id not in meta["replica_nodes"]) or (
+                partition is not None and tp[1] != partition):
             continue
         if tp[0].startswith("__") and topic is None:
             continue
-        for p in _producers(admin, tp, leader, brokers):
+        for p in _producers(admin, tp, broker_id if broker_id is not None else meta["leader_id"], brokers):
             if p["current_txn_start_offset"] >= 0 and now_ms - p["last_timestamp"] > max_timeout_ms:
                 candidates.append((tp, p))
     if not candidates:

@@ -400,3 +400,56 @@ def _try(fn, *args):
         return None
     except Exception as exc:  # noqa: BLE001 - the test reports what the client saw
         return exc
+
+
+def test_kafka_transactions_tool_and_java_transactional_producer(cluster):
+    """Apache Kafka's own kafka-transactions (list, describe, describe-producers, find-hanging
+    by topic and by broker, abort) and its Java producer's transactions
+    (kafka-producer-perf-test --transactional-id) against kraft."""
+    from kafka_helpers import kafka_libs, run_tool
+
+    from kraft.apache_kafka import java_command
+    from kraft.records import build_batch
+
+    kafka_libs()
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, "jt", partitions=2)
+    live = txn_producer(bootstrap, "jt-1")
+    live.begin_transaction()
+    live.produce("jt", value=b"live", partition=0)
+    assert live.flush(30) == 0
+    leader = describe_leader(cluster, "jt", 1)
+    node = cluster.nodes[leader]
+    ghost = build_batch([(None, b"ghost")], producer_id=535353, producer_epoch=0, base_sequence=0,
+                        timestamp=int(time.time() * 1000) - 120_000, transactional=True)
+    resp = request(node.host, node.broker_port, "Produce", 9, {
+        "transactional_id": "ghost", "acks": -1, "timeout_ms": 30000,
+        "topic_data": [{"name": "jt", "partition_data": [{"index": 1, "records": ghost}]}]})
+    assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+
+    def tool(*args):
+        r = subprocess.run(java_command("org.apache.kafka.tools.TransactionsCommand",
+                                        ["--bootstrap-server", bootstrap, *args]),
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, f"{args}: exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+        return [line.split() for line in r.stdout.splitlines()[1:] if line.strip()]
+
+    assert ["jt-1", "Ongoing"] in [[row[0], row[3]] for row in tool("list")]
+    (described,) = tool("describe", "--transactional-id", "jt-1")
+    assert described[4] == "Ongoing" and described[-1] == "jt-0"
+    assert [row[0] for row in tool("describe-producers", "--topic", "jt", "--partition", "1")] == ["535353"]
+    hanging = tool("find-hanging", "--topic", "jt", "--max-transaction-timeout", "1")
+    assert [(row[1], row[2], row[5]) for row in hanging] == [("1", "535353", "0")]
+    by_broker = tool("find-hanging", "--broker-id", str(leader), "--max-transaction-timeout", "1")
+    assert [(row[0], row[1], row[2]) for row in by_broker] == [("jt", "1", "535353")]
+    tool("abort", "--topic", "jt", "--partition", "1", "--start-offset", "0")
+    assert tool("find-hanging", "--topic", "jt", "--max-transaction-timeout", "1") == []
+    live.commit_transaction(30)
+
+    perf = run_tool("kafka-producer-perf-test", "--topic", "jt-perf", "--num-records", "2000", "--record-size",
+                    "100", "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
+                    "--transactional-id", "jt-perf-1", "--transaction-duration-ms", "200")
+    assert perf.returncode == 0, perf.stderr
+    assert len(consume(bootstrap, "jt-perf", "read_committed", expect=2000)) == 2000
+    (perf_state,) = tool("describe", "--transactional-id", "jt-perf-1")
+    assert perf_state[4] == "CompleteCommit"
