@@ -9,6 +9,7 @@ Per-partition errors follow Kafka: UNKNOWN_TOPIC_OR_PARTITION for a partition th
 does not know, NOT_LEADER_OR_FOLLOWER when this broker does not lead it,
 NOT_ENOUGH_REPLICAS when the ISR is too small, INVALID_PRODUCER_EPOCH for a marker older
 than the producer's epoch, TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch,
+INVALID_RECORD for a negative producer id or epoch (no producer to end a transaction of),
 REQUEST_TIMED_OUT when replication takes longer than ``request.timeout.ms``.
 
 A committed marker on a ``__consumer_offsets`` partition is handed to the replica
@@ -88,6 +89,9 @@ class TxnMarkerWriter:
             slot[1] = error
             return None
         pid, epoch = marker["producer_id"], marker["producer_epoch"]
+        if pid < 0 or epoch < 0:  # no producer to end a transaction of
+            slot[1] = ErrorCode.INVALID_RECORD
+            return None
         check = partition.producers.check_marker(pid, epoch, marker["coordinator_epoch"])
         if check.error_code != ErrorCode.NONE:
             log.info("%s: refused %s marker: %s", partition.name,

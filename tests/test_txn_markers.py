@@ -146,6 +146,7 @@ async def test_marker_errors_are_kafkas(single):
     assert await write(writer, markers_body(False, epoch=3, coordinator_epoch=4)) == \
         [ErrorCode.TRANSACTION_COORDINATOR_FENCED]
     assert await write(writer, markers_body(True, topic="nope")) == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    assert await write(writer, markers_body(True, pid=-1)) == [ErrorCode.INVALID_RECORD]
     assert await write(writer, markers_body(True, partitions=(7,))) == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
 
 
