@@ -1,15 +1,12 @@
 """The transaction coordinator core (broker/txn/coordinator.py): Kafka's state machine for
-one transactional id, fencing, timeouts, expiration, the delayed-EndTxn guard, and the
-``__transaction_state`` records it writes (replayed they give the same state back)."""
+one transactional id, fencing, timeouts, expiration, the delayed-EndTxn guard, and reloading
+from the ``__transaction_state`` records it wrote."""
 
 import ast
 import pathlib
 
-import pytest
-
 from broker.txn.coordinator import VALID_PREVIOUS, MarkerJob, TransactionCoordinator, TxnConfig
-from broker.txn.log_records import (TxnLogValue, TxnState, decode_key, decode_value, encode_key, encode_value,
-                                    partition_for, replay)
+from broker.txn.log_records import TxnLogValue, TxnState, encode_key, encode_value, replay
 from kraft.protocol.error_codes import ErrorCode as E
 
 S = TxnState
@@ -388,47 +385,8 @@ def test_describe_and_list_with_filters():
     assert c.list_transactions([], [], 5000, T0 + 4000)["transaction_states"] == []
 
 
-# ------------------------------------------------------------------ records and partitioning
-
-
-def test_value_round_trips_in_both_versions():
-    v = TxnLogValue(42, 3, 60_000, S.ONGOING, frozenset({("a", 0), ("a", 2), ("b", 1)}), 123, 100,
-                    previous_producer_id=41)
-    assert decode_value(encode_value(v, 1)) == v
-    v0 = decode_value(encode_value(v, 0))
-    assert v0 == TxnLogValue(42, 3, 60_000, S.ONGOING, v.partitions, 123, 100)
-    assert decode_key(encode_key("abc")) == "abc"
-
-
-def test_value_version_0_layout_is_kafkas():
-    v = TxnLogValue(1, 2, 3, S.PREPARE_ABORT, frozenset({("t", 5)}), 6, 7)
-    assert encode_value(v) == bytes.fromhex(
-        "0000" "0000000000000001" "0002" "00000003" "03"
-        "00000001" "0001" "74" "00000001" "00000005"
-        "0000000000000006" "0000000000000007")
-    assert encode_key("t") == bytes.fromhex("0000" "0001" "74")
-
-
-# The values were printed by Java 17 (String.hashCode, and Utils.abs(h) % 50 for partition_for).
-@pytest.mark.parametrize("text, hashcode", [
-    ("", 0), ("a", 97), ("hello", 99162322), ("my-transactional-id", -959806496),
-    ("polygenelubricants", -2147483648), ("Aa", 2112), ("BB", 2112), ("héllo", 103094734),
-    ("𝄞", 1772394),  # a surrogate pair: hashed as two UTF-16 code units, as Java does
-])
-def test_java_string_hashcode(text, hashcode):
-    from broker.group_records import java_string_hashcode
-
-    assert java_string_hashcode(text) == hashcode
-
-
-def test_partition_for_is_utils_abs_of_hashcode_mod_n():
-    assert partition_for("polygenelubricants", 50) == 0  # Integer.MIN_VALUE: Utils.abs gives 0
-    assert partition_for("hello", 50) == 99162322 % 50
-    assert partition_for("my-transactional-id", 50) == 46
-
-
 def test_core_imports_no_io():
-    for name in ("coordinator.py", "log_records.py"):
+    for name in ("coordinator.py", "state.py", "log_records.py"):
         tree = ast.parse((pathlib.Path(__file__).parent.parent / "broker" / "txn" / name).read_text())
         imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
