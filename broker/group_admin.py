@@ -116,7 +116,13 @@ class GroupAdminMixin:
 
     def complete_txn(self: GroupCoordinator, partition: int, producer_id: int, committed: bool) -> None:
         """The marker of ``producer_id``'s transaction is committed on ``partition``: its
-        pending TxnOffsetCommit offsets become the groups' offsets, or are dropped."""
+        pending TxnOffsetCommit offsets become the groups' offsets, or are dropped.  A marker
+        that arrives while the partition loads is applied once it is loaded: the log read may
+        have ended before it (no new transactional commit is taken meanwhile, so applying
+        one the read did include again finds nothing pending)."""
+        if partition in self.loading:
+            self.markers_while_loading.setdefault(partition, []).append((producer_id, committed))
+            return
         for group in self.groups.values():
             if group.partition != partition:
                 continue

@@ -57,6 +57,7 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
         self.groups: dict[str, Group] = {}
         self.owned: set[int] = set()
         self.loading: dict[int, int] = {}  # partition -> load token
+        self.markers_while_loading: dict[int, list[tuple[int, bool]]] = {}  # partition -> (producer, committed)
         self._next_ticket = 1
         self._next_token = 1
         self._next_retention_check_ms: int | None = None
@@ -72,6 +73,7 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
         self._next_token += 1
         self.loading[partition] = token
         self.owned.discard(partition)
+        self.markers_while_loading.pop(partition, None)
         return token
 
     def load(self, partition: int, token: int, loaded: LoadedPartition, now_ms: int) -> bool:
@@ -90,6 +92,8 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
             group.pending_txn_offsets = {pid: dict(o) for pid, o in loaded.pending_txn_offsets.get(gid, {}).items()}
             self.groups[gid] = group
         self.owned.add(partition)
+        for producer_id, committed in self.markers_while_loading.pop(partition, []):
+            self.complete_txn(partition, producer_id, committed)
         return True
 
     def _restore(self, group: Group, value: GroupValue, now_ms: int) -> None:
@@ -118,6 +122,7 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
     def unload(self, partition: int) -> Output:
         """We no longer lead ``partition``: drop its groups; parked requests get NOT_COORDINATOR."""
         self.loading.pop(partition, None)
+        self.markers_while_loading.pop(partition, None)
         self.owned.discard(partition)
         out = Output()
         for gid in [g for g, grp in self.groups.items() if grp.partition == partition]:

@@ -77,3 +77,16 @@ def test_a_commit_without_a_producer_is_refused():
     out = txn_commit(h, "g", -1, {("t", 0): 10})
     assert [p["error_code"] for t in out.response["topics"] for p in t["partitions"]] == [49]  # INVALID_PRODUCER_ID_MAPPING
     assert out.writes == []
+
+
+def test_a_marker_arriving_while_the_partition_loads_is_applied_after_the_load():
+    from broker.group_records import LoadedPartition
+
+    h = Harness()
+    token = h.core.begin_loading(0)
+    # the log read ended before the marker: the load finds the offsets still pending
+    value = OffsetValue(40, "", 1)
+    loaded = LoadedPartition(pending_txn_offsets={"g": {7: {("t", 0): value}}})
+    h.core.complete_txn(0, 7, committed=True)
+    assert h.core.load(0, token, loaded, 0)
+    assert fetched(h, "g", require_stable=True)[0] == (40, 0)
