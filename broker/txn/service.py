@@ -85,8 +85,8 @@ class TransactionService:
         self.tick_interval_s = min(tick_interval_s, self.core.config.abort_timed_out_interval_ms / 1000)
         self._locks: dict[int, trio.Lock] = {}
         self._load_send, self._load_recv = trio.open_memory_channel(math.inf)
+        # (async function, argument): the writes and completions that outlive a request
         self._background_send, self._background_recv = trio.open_memory_channel(math.inf)
-        self._completions_send, self._completions_recv = trio.open_memory_channel(math.inf)
 
     def partition_for(self, transactional_id: str) -> int:
         return self.core.partition_of(transactional_id)
@@ -126,7 +126,6 @@ class TransactionService:
             await nursery.start(self.markers.run)
             nursery.start_soon(self._loader, nursery)
             nursery.start_soon(self._background, nursery)
-            nursery.start_soon(self._completer, nursery)
             task_status.started()
             while True:
                 await trio.sleep(self.tick_interval_s)
@@ -147,15 +146,11 @@ class TransactionService:
                 self._load_send.send_nowait((partition, epoch))
 
     async def _background(self, nursery: trio.Nursery) -> None:
-        async for result in self._background_recv:
-            nursery.start_soon(self._apply, result)
-
-    async def _completer(self, nursery: trio.Nursery) -> None:
-        async for job in self._completions_recv:
-            nursery.start_soon(self._complete, job)
+        async for fn, arg in self._background_recv:
+            nursery.start_soon(fn, arg)
 
     def _in_background(self, result: Result) -> None:
-        self._background_send.send_nowait(result)
+        self._background_send.send_nowait((self._apply, result))
 
     async def _apply(self, result: Result) -> Result:
         """Persist ``result``'s write (if any) and send the markers that follow."""
@@ -183,7 +178,7 @@ class TransactionService:
         return ErrorCode.NONE
 
     def _markers_written(self, job: MarkerJob) -> None:
-        self._completions_send.send_nowait(job)
+        self._background_send.send_nowait((self._complete, job))
 
     async def _complete(self, job: MarkerJob) -> None:
         """Write the Complete state of ``job``'s transaction, again and again while the
@@ -203,11 +198,23 @@ class TransactionService:
 
     async def _answer(self, result: Result) -> Result:
         """The result a request is answered with: after its write, or at once (a write that
-        does not answer it goes on in the background)."""
-        if result.write is not None and not result.write.reply:
+        does not answer it goes on in the background).  The write itself always runs in the
+        service's nursery: a request cancelled with its connection must not leave the id
+        with a pending state that no write_done ever clears."""
+        if result.write is None:
+            return await self._apply(result)
+        if not result.write.reply:
             self._in_background(result)
             return Result(result.error)
-        return await self._apply(result)
+        finished, answer = trio.Event(), []
+
+        async def apply(result: Result) -> None:
+            answer.append(await self._apply(result))
+            finished.set()
+
+        self._background_send.send_nowait((apply, result))
+        await finished.wait()
+        return answer[0]
 
     # ------------------------------------------------------------------ APIs
 
