@@ -154,6 +154,8 @@ class Partition:
             completed = self.producers.update(h, marker=marker)
             if completed is not None and completed.is_aborted:
                 self.log.append_aborted_txn(_aborted_entry(completed, self.producers.stable_offset_after(completed)))
+        # A follower's LSO is asked for by nobody: completed transactions are forgotten here.
+        self.producers.on_high_watermark(self.state.high_watermark)
         return headers
 
     @property

@@ -282,12 +282,16 @@ class ProducerStateManager:
         firsts = [*self._ongoing, *self._unreplicated]
         return min(firsts) if firsts else None
 
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Forget the completed transactions whose markers the HW passed (the HW only moves
+        forward, except by a truncation, which reloads the state)."""
+        if self._unreplicated:
+            for first in [f for f, t in self._unreplicated.items() if t.last_offset < high_watermark]:
+                del self._unreplicated[first]
+
     def last_stable_offset(self, high_watermark: int) -> int:
-        """The LSO: ``min(first unstable offset, high_watermark)``.  Forgets the completed
-        transactions whose markers the HW passed (the HW only moves forward, except by a
-        truncation, which reloads the state)."""
-        for first in [f for f, t in self._unreplicated.items() if t.last_offset < high_watermark]:
-            del self._unreplicated[first]
+        """The LSO: ``min(first unstable offset, high_watermark)``."""
+        self.on_high_watermark(high_watermark)
         fuo = self.first_unstable_offset
         return high_watermark if fuo is None else min(fuo, high_watermark)
 

@@ -390,7 +390,8 @@ class ReplicaManager:
         isr_every_ms = max(lag_ms // 2, 1)
         hw_every_ms = self.config["replica.high.watermark.checkpoint.interval.ms"]
         retention_every_ms = self.config["log.retention.check.interval.ms"]
-        last_isr = last_hw = last_retention = clock.monotonic_ms()
+        expire_every_ms = self.config["producer.id.expiration.check.interval.ms"]
+        last_isr = last_hw = last_retention = last_expire = clock.monotonic_ms()
         while True:
             await trio.sleep(0.05)
             if self.log_dir_error is not None:
@@ -407,6 +408,9 @@ class ReplicaManager:
                 if now - last_retention >= retention_every_ms:
                     last_retention = now
                     self._apply_retention()
+                if now - last_expire >= expire_every_ms:
+                    last_expire = now
+                    self.expire_producers(clock.wall_ms())
             except OSError as exc:
                 self.fail_log_dir("checkpointing or applying retention", exc)
 
@@ -421,6 +425,13 @@ class ReplicaManager:
         for partition in list(self.partitions.values()):
             if partition.state.is_leader:
                 self.propose(partition, partition.state.maybe_shrink_isr(now, lag_ms))
+
+    def expire_producers(self, now_ms: int) -> int:
+        """Forget, on every hosted replica, the producers idle for ``producer.id.expiration.ms``
+        (by their last batch's timestamp) with no transaction ongoing, as Kafka's broker does
+        every ``producer.id.expiration.check.interval.ms``; returns how many."""
+        expiration_ms = self.config["producer.id.expiration.ms"]
+        return sum(len(p.producers.expire(now_ms, expiration_ms)) for p in list(self.partitions.values()))
 
     def _apply_retention(self) -> None:
         for partition in list(self.partitions.values()):

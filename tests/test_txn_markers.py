@@ -186,3 +186,17 @@ async def test_list_offsets_latest_is_the_lso_for_read_committed(single):
     await write(writer, markers_body(True))
     assert (latest(0), latest(1)) == (3, 3)
     assert latest(1, 0) == 0
+
+
+async def test_idle_producers_expire_but_not_with_a_transaction_open(single):
+    dp, writer = single
+    await produce(dp, txn_batch(0, pid=1))
+    await produce(dp, txn_batch(0, pid=2, transactional=False), transactional_id=None)
+    producers = dp.replicas.get(TOPIC, 0).producers
+    day = dp.replicas.config["producer.id.expiration.ms"]
+    assert day == 86400000  # Kafka's default
+    assert dp.replicas.expire_producers(int(time.time() * 1000) + day) == 1
+    assert 1 in producers and 2 not in producers
+    await write(writer, markers_body(True, pid=1))
+    assert dp.replicas.expire_producers(int(time.time() * 1000) + day) == 1
+    assert 1 not in producers

@@ -77,34 +77,44 @@ class Writer:
         return part["offset"] if part["error_code"] == 0 else -1
 
 
-def read_confluent(bootstrap: str, isolation: str, expected: int, settle_s: float = 3.0) -> list[bytes]:
-    """Every value from offset 0 until ``expected`` values came and ``settle_s`` brought no more."""
+def read_until_quiet(poll, expected: int, settle_s: float = 3.0) -> list[bytes]:
+    """Values from ``poll()`` (a list per call) until ``expected`` came and ``settle_s``
+    brought no more: a consumer that shows too much shows it by then."""
+    values: list[bytes] = []
+    deadline = time.monotonic() + 60
+    quiet_since = None
+    while time.monotonic() < deadline:
+        got = poll()
+        values.extend(got)
+        if got:
+            quiet_since = None
+        elif len(values) >= expected:
+            quiet_since = quiet_since or time.monotonic()
+            if time.monotonic() - quiet_since >= settle_s:
+                break
+    return values
+
+
+def read_confluent(bootstrap: str, isolation: str, expected: int) -> list[bytes]:
+    """Every value from offset 0, with librdkafka."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-check-" + isolation,
                          "enable.auto.commit": False, "isolation.level": isolation,
                          "fetch.wait.max.ms": 100})
     consumer.assign([TopicPartition(TOPIC, 0, 0)])
-    values: list[bytes] = []
-    deadline = time.monotonic() + 60
-    quiet_since = None
+
+    def poll():
+        msg = consumer.poll(0.2)
+        return [msg.value()] if msg is not None and not msg.error() else []
     try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None and not msg.error():
-                values.append(msg.value())
-                quiet_since = None
-                continue
-            if len(values) >= expected:
-                quiet_since = quiet_since or time.monotonic()
-                if time.monotonic() - quiet_since >= settle_s:
-                    break
+        return read_until_quiet(poll, expected)
     finally:
         consumer.close()
-    return values
 
 
-def read_kafka_python(bootstrap: str, isolation: str, expected: int, settle_s: float = 3.0) -> list[bytes]:
+def read_kafka_python(bootstrap: str, isolation: str, expected: int) -> list[bytes]:
+    """Every value from offset 0, with kafka-python."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False,
@@ -112,23 +122,13 @@ def read_kafka_python(bootstrap: str, isolation: str, expected: int, settle_s: f
     tp = TopicPartition(TOPIC, 0)
     consumer.assign([tp])
     consumer.seek(tp, 0)
-    values: list[bytes] = []
-    deadline = time.monotonic() + 60
-    quiet_since = None
+
+    def poll():
+        return [r.value for records in consumer.poll(timeout_ms=200).values() for r in records]
     try:
-        while time.monotonic() < deadline:
-            batch = consumer.poll(timeout_ms=200)
-            got = [r.value for records in batch.values() for r in records]
-            values.extend(got)
-            if got:
-                quiet_since = None
-            elif len(values) >= expected:
-                quiet_since = quiet_since or time.monotonic()
-                if time.monotonic() - quiet_since >= settle_s:
-                    break
+        return read_until_quiet(poll, expected)
     finally:
         consumer.close()
-    return values
 
 
 def check_reads(bootstrap: str, committed: list[bytes], everything: list[bytes]) -> None:
