@@ -42,7 +42,7 @@ yet"; Jepsen's test draws no ``rw`` edges at all).  They are reported, with
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from jepsen.checkers import queue, txn_graph
@@ -188,14 +188,16 @@ def txn_anomalies(key: Any, sends, polls) -> dict[str, list]:
     return an
 
 
-def check_key(key: Any, sends, polls, resets, t0: int, bucket_ns: int) -> dict[str, Any]:
+def check_key(key: Any, sends, polls, resets, t0: int, bucket_ns: int,
+              edges: bool = True) -> dict[str, Any]:
     """The per-key part: the queue checker's partition analysis plus G1b and precommitted
-    reads, and this key's dependency rows (``edges``)."""
+    reads, and (with ``edges``) this key's dependency rows."""
     sends, polls = list(sends), list(polls)
     part = queue.check_partition(key, sends, polls, resets, t0, bucket_ns)
     for k, v in txn_anomalies(key, sends, polls).items():
         part["anomalies"].setdefault(k, []).extend(v)
-    part["edges"] = edge_rows(key, sends, polls)
+    if edges:
+        part["edges"] = edge_rows(key, sends, polls)
     return part
 
 
@@ -203,10 +205,12 @@ def check_key(key: Any, sends, polls, resets, t0: int, bucket_ns: int) -> dict[s
 
 
 def cycle_anomalies(nodes: dict[int, txn_graph.Node], data_rows: Iterable[tuple],
-                    refs: dict[int, dict]) -> tuple[dict[str, list], dict[str, Any]]:
+                    refs_of: Callable[[set[int]], dict[int, dict]]
+                    ) -> tuple[dict[str, list], dict[str, Any]]:
     """Cycles over the data rows plus process/realtime edges between ``nodes``.
 
-    Returns the anomalies by class, and a summary of the graph.
+    ``refs_of(ids)`` returns the op references of the transactions in cycles.  Returns
+    the anomalies by class, and a summary of the graph.
     """
     data_rows = list(data_rows)
     ids = set(nodes)
@@ -219,6 +223,7 @@ def cycle_anomalies(nodes: dict[int, txn_graph.Node], data_rows: Iterable[tuple]
         for t in types:
             counts[t] = counts.get(t, 0) + 1
     found = txn_graph.find_cycles(edges)
+    refs = refs_of({a for cs in found.values() for c in cs for a, *_ in c["steps"]})
     an: dict[str, list] = {}
     for name, cycles in found.items():
         for c in cycles:
@@ -238,12 +243,14 @@ def _succ(edges) -> dict[int, list[int]]:
     return out
 
 
-def finish(parts: list[dict], nodes: dict[int, txn_graph.Node], data_rows, refs,
+def finish(parts: list[dict], nodes: dict[int, txn_graph.Node], data_rows, refs_of,
            t0: int, bucket_ns: int, sub_via: str | None, allowed: Iterable[str],
            max_examples: int) -> dict[str, Any]:
-    """Folds per-key parts and the cycle search into the txn part of results.json."""
-    cyc, graph = cycle_anomalies(nodes, data_rows, refs)
-    parts = [{k: v for k, v in p.items() if k != "edges"} for p in parts]
+    """Folds per-key parts (``(key, part)`` pairs, any order) and the cycle search into
+    the txn part of results.json."""
+    cyc, graph = cycle_anomalies(nodes, data_rows, refs_of)
+    parts = [{k: v for k, v in p.items() if k != "edges"}
+             for _key, p in sorted(parts, key=lambda kp: repr(kp[0]))]
     parts.append({"anomalies": cyc, "unseen-acked": {}, "unseen-seen": {},
                   "lag": {"worst": None, "sum-ns": 0, "n": 0}})
     result = queue.merge_parts(parts, t0, bucket_ns, sub_via, max_examples)
@@ -284,7 +291,7 @@ def check_txn(history: Iterable[Op], sub_via: str | None = None,
     for fl in flats:
         if fl.f not in TXN_FS:
             continue
-        refs[fl.i_index] = txn_ref(fl)
+        refs[fl.i_index] = ref(fl)
         if fl.c_type == OK:
             nodes[fl.i_index] = node_of(fl)
         elif fl.c_type == INFO:
@@ -292,14 +299,11 @@ def check_txn(history: Iterable[Op], sub_via: str | None = None,
         for key, rec in records_of(fl):
             g = groups.setdefault(key, ([], []))
             (g[0] if isinstance(rec, queue.SendRec) else g[1]).append(rec)
-    parts = [check_key(k, s, p, resets, t0, bucket_ns) for k, (s, p) in groups.items()]
-    rows = [r for p in parts for r in p["edges"]]
+    parts = [(k, check_key(k, s, p, resets, t0, bucket_ns)) for k, (s, p) in groups.items()]
+    rows = [r for _k, p in parts for r in p["edges"]]
     nodes = {i: n for i, n in nodes.items() if n.c_time is not None} | {
         i: nodes[i] for r in rows for i in r[:2] if i in nodes}
-    result = finish(parts, nodes, rows, refs, t0, bucket_ns, sub_via, allowed, max_examples)
+    result = finish(parts, nodes, rows, lambda ids: {i: refs[i] for i in ids}, t0, bucket_ns,
+                    sub_via, allowed, max_examples)
     result["stats"] = basic_stats(flats, t0, bucket_ns)
     return result
-
-
-def txn_ref(fl: Flat) -> dict[str, Any]:
-    return ref(fl)
