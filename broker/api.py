@@ -9,7 +9,10 @@ import trio
 
 from broker.controller_channel import ControllerChannel, ControllerUnavailable
 from broker.data_path import DataPath
+from broker.describe_producers import describe_producers
 from broker.metadata_listener import MetadataListener
+from broker.producer_ids import ProducerIdAllocator, ProducerIdError
+from broker.txn_markers import TxnMarkerWriter
 from kraft.protocol import codec, rpc
 from kraft.protocol.error_codes import ErrorCode
 from kraft.protocol.schema import Versions
@@ -25,13 +28,12 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "OffsetForLeaderEpoch": (2, 4), "ApiVersions": (0, 4), "CreateTopics": (2, 7),
     "DeleteTopics": (1, 6), "CreatePartitions": (0, 3), "DescribeConfigs": (1, 4),
     "AlterConfigs": (0, 2), "IncrementalAlterConfigs": (0, 1), "InitProducerId": (0, 5), "DescribeCluster": (0, 1),
-    "DescribeQuorum": (0, 2), "DescribeLogDirs": (0, 4),
+    "DescribeQuorum": (0, 2), "DescribeLogDirs": (0, 4), "WriteTxnMarkers": (0, 1), "DescribeProducers": (0, 0),
 }
 FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "DescribeQuorum"}
 # Answered before the broker is ready: clients send it first, and it tells only what this
 # broker speaks, which is true from the start.  Everything else waits for readiness.
 ANSWERED_BEFORE_READY = frozenset({"ApiVersions"})
-PRODUCER_ID_BLOCK = 1000
 
 
 def supported_versions(apis: dict[str, tuple[int, int]]) -> dict[int, Versions]:
@@ -41,7 +43,8 @@ def supported_versions(apis: dict[str, tuple[int, int]]) -> dict[int, Versions]:
 class BrokerApi:
     def __init__(self, config: ServerConfig, cluster_id: str, metadata: MetadataListener,
                  data_path: DataPath, channel: ControllerChannel, nursery: trio.Nursery,
-                 groups=None, coordinators=None, broker_epoch=lambda: -1, ready: trio.Event | None = None):
+                 groups=None, coordinators=None, broker_epoch=lambda: -1, ready: trio.Event | None = None,
+                 transactions=None, producer_ids: ProducerIdAllocator | None = None):
         self.config = config
         self.cluster_id = cluster_id
         self.metadata = metadata
@@ -62,9 +65,15 @@ class BrokerApi:
             apis.update(GROUP_API_VERSIONS)
             apis["FindCoordinator"] = (0, 6)
         self.supported = supported_versions(apis)
-        self._producer_ids = iter(())
-        self._producer_id_lock = trio.Lock()
+        self.producer_ids = producer_ids or ProducerIdAllocator(channel, config.node_id, broker_epoch)
+        self.transactions = transactions  # TransactionService
+        if transactions is not None:
+            from broker.txn.service import TXN_API_VERSIONS
+
+            apis.update(TXN_API_VERSIONS)
+            self.supported = supported_versions(apis)
         self._auto_creating: set[str] = set()
+        self.txn_markers = TxnMarkerWriter(data_path.replicas, config["request.timeout.ms"])
 
     async def handle(self, request: rpc.Request) -> dict | None:
         api, version, body = request.api, request.version, request.body
@@ -82,6 +91,8 @@ class BrokerApi:
             return self.api_versions()
         if api == "OffsetForLeaderEpoch":
             return self.data.offset_for_leader_epoch(body, version)
+        if api == "WriteTxnMarkers":
+            return self.txn_markers.write(body, version)
         if api in FORWARDED:
             return await self.forward(api, version, body)
         if api == "DescribeConfigs":
@@ -93,10 +104,14 @@ class BrokerApi:
         if api == "DescribeLogDirs":
             results = self.data.replicas.describe_log_dirs(body["topics"])
             return {"error_code": 0, "results": results}
+        if api == "DescribeProducers":
+            return describe_producers(self.data.replicas, body)
         if api == "InitProducerId":
-            return await self.init_producer_id(body)
+            return await self.init_producer_id(body, version)
         if api == "FindCoordinator":
             return self.coordinators.find(body, version, self._endpoint)
+        if self.transactions is not None and api in self.transactions.apis:
+            return await self.transactions.handle(api, version, body)
         if self.groups is not None and api in self.supported_names:
             return await self.groups.handle(api, version, body, client_id=request.header.client_id)
         raise AssertionError(f"{api} is advertised but has no handler")
@@ -197,8 +212,8 @@ class BrokerApi:
 
     def _auto_create(self, name: str) -> None:
         if name in INTERNAL_TOPICS:  # never as a plain topic: Kafka gives them their settings
-            if name == "__consumer_offsets" and self.coordinators is not None:
-                self.coordinators.create_offsets_topic()
+            if self.coordinators is not None:
+                self.coordinators.create_internal_topic(name)
             return
         if name in self._auto_creating:
             return
@@ -265,24 +280,16 @@ class BrokerApi:
             log.info("forwarding %s failed: %s", api, exc)
             return _forward_error(api, body, version)
 
-    async def init_producer_id(self, body: dict) -> dict:
+    async def init_producer_id(self, body: dict, version: int) -> dict:
         if body["transactional_id"] is not None:
-            return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                    "producer_id": -1, "producer_epoch": -1}
-        async with self._producer_id_lock:
-            pid = next(self._producer_ids, None)
-            if pid is None:
-                try:
-                    resp = await self.channel.request("AllocateProducerIds", 0, {
-                        "broker_id": self.config.node_id, "broker_epoch": self._broker_epoch()})
-                except ControllerUnavailable:
-                    return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "producer_id": -1,
-                            "producer_epoch": -1}
-                if resp["error_code"]:
-                    return {"error_code": resp["error_code"], "producer_id": -1, "producer_epoch": -1}
-                start, length = resp["producer_id_start"], resp["producer_id_len"]
-                self._producer_ids = iter(range(start, start + length))
-                pid = next(self._producer_ids)
+            if self.transactions is None:
+                return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                        "producer_id": -1, "producer_epoch": -1}
+            return await self.transactions.init_producer_id(body, version)
+        try:
+            pid = await self.producer_ids.next_id()
+        except ProducerIdError as exc:
+            return {"error_code": exc.error_code, "producer_id": -1, "producer_epoch": -1}
         return {"error_code": 0, "producer_id": pid, "producer_epoch": 0}
 
     @property

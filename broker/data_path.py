@@ -22,6 +22,8 @@ from kraft.protocol.error_codes import ErrorCode
 from kraft.records import CorruptRecordError, find_null_key, validate_payload
 from kraft.records.header import iter_batches
 
+READ_COMMITTED = 1
+
 log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
@@ -46,6 +48,14 @@ class DataPath:
         wait_until = trio.current_time() + timeout_ms / 1000 + 0.1
         results = {}  # (topic, index) -> response partition dict
         waits = []  # (key, partition, waiter slot, waiter id)
+        if body.get("transactional_id") is None and _has_transactional_batches(body):
+            # As Kafka: transactional records come with the transactional id they are
+            # authorized by; without one every partition fails.
+            return _produce_response({
+                (topic["name"], pd["index"]): {
+                    "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "base_offset": -1,
+                    "log_append_time_ms": -1, "log_start_offset": -1}
+                for topic in body["topic_data"] for pd in topic["partition_data"]}) if acks != 0 else None
         for topic in body["topic_data"]:
             for pd in topic["partition_data"]:
                 key = (topic["name"], pd["index"])
@@ -176,8 +186,9 @@ class DataPath:
         session = ctx.session if ctx.incremental and is_follower else None
         deadline = trio.current_time() + max_wait_s
         results: dict = {}  # position in ``wanted`` -> response, filled in as read
+        committed = version >= 4 and body.get("isolation_level") == READ_COMMITTED and not is_follower
         total, waiting = self._read_all(list(enumerate(wanted)), results, replica_id, is_follower,
-                                        max_bytes, version, session)
+                                        max_bytes, version, session, committed)
         if total < min_bytes and max_wait_s > 0 and waiting:
             # Long poll: wait for a change of a partition that had nothing, then read only
             # those that changed (a follower's fetch covers thousands of partitions).
@@ -197,7 +208,7 @@ class DataPath:
                     changed = [waiting.pop(p) for p in dict.fromkeys(woken) if p in waiting]
                     woken.clear()
                     read, idle = self._read_all(changed, results, replica_id, is_follower,
-                                                max_bytes - total, version, session)
+                                                max_bytes - total, version, session, committed)
                     total += read
                     for partition, entry in idle.items():  # ``notify`` dropped their watch
                         waiting[partition] = entry
@@ -217,7 +228,8 @@ class DataPath:
             responses = kept
         return {"error_code": 0, "session_id": ctx.response_session_id, "responses": responses}
 
-    def _read_all(self, entries, results: dict, replica_id, is_follower, max_bytes, version, session=None):
+    def _read_all(self, entries, results: dict, replica_id, is_follower, max_bytes, version, session=None,
+                  read_committed: bool = False):
         """Read ``entries`` (position in the request, (topic, name, partition)) into
         ``results``; returns the bytes read and the partitions that had none, by partition.
         With a follower's incremental ``session``, skip those it knows have nothing new
@@ -232,7 +244,8 @@ class DataPath:
             if session is not None and partition is not None and session.is_quiet((key, p["partition"]), partition):
                 idle[partition] = entry
                 continue
-            resp = self._read_partition(name, p, replica_id, is_follower, max(max_bytes - total, 0), now)
+            resp = self._read_partition(name, p, replica_id, is_follower, max(max_bytes - total, 0), now,
+                                        read_committed)
             data = resp.get("records") or b""
             total += len(data)
             if partition is not None and not data and resp["error_code"] == 0:
@@ -246,7 +259,8 @@ class DataPath:
             results[i] = resp
         return total, idle
 
-    def _read_partition(self, name, p, replica_id, is_follower, max_bytes, now) -> dict:
+    def _read_partition(self, name, p, replica_id, is_follower, max_bytes, now,
+                        read_committed: bool = False) -> dict:
         index = p["partition"]
         # Records are an empty set, never null, even beside an error: librdkafka cannot
         # parse a null MessageSet, so it would never see the error and refresh its metadata.
@@ -277,7 +291,7 @@ class DataPath:
                 if result.error == ErrorCode.OFFSET_OUT_OF_RANGE:
                     resp["high_watermark"] = st.high_watermark
                 return resp
-            resp.update(high_watermark=result.high_watermark, last_stable_offset=result.high_watermark,
+            resp.update(high_watermark=result.high_watermark, last_stable_offset=partition.last_stable_offset,
                         log_start_offset=result.log_start_offset)
             if result.diverging_epoch is not None:
                 resp["diverging_epoch"] = {"epoch": result.diverging_epoch.epoch,
@@ -289,8 +303,11 @@ class DataPath:
             if error != ErrorCode.NONE:
                 resp["error_code"] = int(error)
                 return resp
-            max_offset = st.high_watermark
-            resp.update(high_watermark=st.high_watermark, last_stable_offset=st.high_watermark,
+            lso = partition.last_stable_offset
+            # READ_COMMITTED reads up to the LSO (the unsafe switch: the HW, for the fault suite).
+            read_committed = read_committed and not self.replicas.unsafe_read_committed_hw
+            max_offset = lso if read_committed else st.high_watermark
+            resp.update(high_watermark=st.high_watermark, last_stable_offset=lso,
                         log_start_offset=partition.log.log_start_offset)
             diverging = st.diverging_epoch(fetch_offset, p["last_fetched_epoch"]) if p["last_fetched_epoch"] >= 0 else None
             if diverging is not None:
@@ -307,6 +324,10 @@ class DataPath:
             resp["records"] = b""
         else:
             resp["records"] = result.records or b""
+        if read_committed and not is_follower:
+            resp["aborted_transactions"] = [] if not resp["records"] else [
+                {"producer_id": e.producer_id, "first_offset": e.first_offset}
+                for e in partition.log.collect_aborted_txns(fetch_offset, result.next_offset)]
         return resp
 
     # --------------------------------------------------------------- list offsets
@@ -316,11 +337,12 @@ class DataPath:
         for topic in body["topics"]:
             parts = []
             for p in topic["partitions"]:
-                parts.append(self._list_offset(topic["name"], p, body["replica_id"]))
+                parts.append(self._list_offset(topic["name"], p, body["replica_id"],
+                                               body.get("isolation_level") == READ_COMMITTED))
             topics.append({"name": topic["name"], "partitions": parts})
         return {"topics": topics}
 
-    def _list_offset(self, name: str, p: dict, replica_id: int) -> dict:
+    def _list_offset(self, name: str, p: dict, replica_id: int, read_committed: bool = False) -> dict:
         resp = {"partition_index": p["partition_index"], "error_code": 0, "timestamp": -1,
                 "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
         partition = self.replicas.get(name, p["partition_index"])
@@ -336,16 +358,21 @@ class DataPath:
             return resp
         ts = p["timestamp"]
         plog = partition.log
+        # What a consumer may read (Kafka's lastFetchableOffset): the LSO for READ_COMMITTED.
+        fetchable = st.high_watermark
+        if read_committed and not self.replicas.unsafe_read_committed_hw:
+            fetchable = partition.last_stable_offset
         if ts == EARLIEST_TIMESTAMP or ts in (-4, -5):
             resp.update(offset=plog.log_start_offset)
         elif ts == LATEST_TIMESTAMP:
-            # A follower asking (replica id set) wants the log end; a consumer the HW.
-            latest = plog.log_end_offset if replica_id >= 0 else st.high_watermark
+            # A follower asking (replica id set) wants the log end; a consumer the HW, or the
+            # LSO when it reads committed data only.
+            latest = plog.log_end_offset if replica_id >= 0 else fetchable
             resp.update(offset=latest, leader_epoch=st.leader_epoch)
         elif ts == MAX_TIMESTAMP:
             best = None
             for h, _ in plog.iter_batches():
-                if h.base_offset >= st.high_watermark:
+                if h.base_offset >= fetchable:
                     break
                 if best is None or h.max_timestamp > best.max_timestamp:
                     best = h
@@ -355,7 +382,7 @@ class DataPath:
         else:
             # Any other negative value is a search like Kafka's: every record is at or after it.
             found = plog.offset_for_timestamp(max(ts, 0))
-            if found is not None and found.offset < st.high_watermark:
+            if found is not None and found.offset < fetchable:
                 offset = found.offset
                 timestamp = found.max_timestamp
                 # The exact record: the first one in the batch at or after ``ts``.
@@ -409,6 +436,17 @@ def _group(wanted: list, results: dict, version: int) -> list[dict]:
             out.append(entry)
         entry["partitions"].append(resp)
     return out
+
+
+def _has_transactional_batches(body: dict) -> bool:
+    for topic in body["topic_data"]:
+        for pd in topic["partition_data"]:
+            try:
+                if any(h.is_transactional for _, h in iter_batches(pd["records"] or b"", check_crc=False)):
+                    return True
+            except CorruptRecordError:
+                continue  # answered CORRUPT_MESSAGE by the partition's own validation
+    return False
 
 
 def _produce_response(results: dict) -> dict:

@@ -46,6 +46,7 @@ class _CachedPartition:
     request: tuple  # (topic entry of the request, topic name or None, partition entry)
     high_watermark: int | None = None  # as last answered
     log_start_offset: int | None = None
+    last_stable_offset: int | None = None
     quiet: tuple | None = None  # (partition, its version) when a read found nothing to tell
 
 
@@ -86,9 +87,11 @@ class FetchSession:
         changed = (resp["error_code"] != 0 or bool(resp.get("records"))
                    or resp.get("diverging_epoch") is not None
                    or resp["high_watermark"] != cached.high_watermark
-                   or resp["log_start_offset"] != cached.log_start_offset)
+                   or resp["log_start_offset"] != cached.log_start_offset
+                   or resp.get("last_stable_offset") != cached.last_stable_offset)
         cached.high_watermark = resp["high_watermark"]
         cached.log_start_offset = resp["log_start_offset"]
+        cached.last_stable_offset = resp.get("last_stable_offset")
         return changed
 
     def note_read(self, key, partition, quiet: bool) -> None:

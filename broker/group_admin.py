@@ -20,6 +20,16 @@ from kraft.protocol.error_codes import ErrorCode
 
 INT64_MAX = 2**63 - 1
 
+
+def int_setting(config, name: str, default: int) -> int:
+    """An int setting by Kafka's name from a ServerConfig or a plain mapping (missing or
+    None: ``default``), for the coordinators' configs."""
+    try:
+        value = config[name]
+    except (KeyError, TypeError):
+        return default
+    return default if value is None else int(value)
+
 if TYPE_CHECKING:  # the mixin is only ever used as part of GroupCoordinator
     from broker.group_coordinator import GroupCoordinator
 
@@ -42,11 +52,7 @@ class GroupConfig:
     def from_config(cls, config) -> GroupConfig:
         """From Kafka's config names in a ServerConfig or a plain mapping (missing: defaults)."""
         def get(name, default):
-            try:
-                value = config[name]
-            except (KeyError, TypeError):
-                return default
-            return default if value is None else int(value)
+            return int_setting(config, name, default)
 
         d = cls()
         return cls(
@@ -67,13 +73,15 @@ class Write:
     """Records to append to ``__consumer_offsets`` partition ``partition``, in one batch.
 
     ``offsets`` (commits only) become visible via ``GroupCoordinator.apply_write`` once the
-    append is committed.
+    append is committed.  ``producer`` (TxnOffsetCommit): the (producer id, epoch) whose
+    transactional batch this is; its offsets stay pending until the transaction's marker.
     """
 
     partition: int
     group_id: str
     records: tuple[tuple[bytes, bytes | None], ...]
     offsets: tuple[tuple[tuple[str, int], OffsetValue], ...] | None = None
+    producer: tuple[int, int] | None = None
 
 
 @dataclass
@@ -82,6 +90,14 @@ class Output:
     ticket: int | None = None
     completions: list[tuple[int, dict]] = field(default_factory=list)
     writes: list[Write] = field(default_factory=list)
+
+
+def _commit_answer(body: dict, code_of) -> dict:
+    """An (Txn)OffsetCommit response: ``code_of(topic, partition)`` for each partition asked."""
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [
+            {"partition_index": p["partition_index"], "error_code": int(code_of(t, p))}
+            for p in t["partitions"]]} for t in body["topics"]]}
 
 
 class GroupAdminMixin:
@@ -93,7 +109,20 @@ class GroupAdminMixin:
         """``write`` is durable: its offsets become visible."""
         group = self.groups.get(write.group_id)
         if write.offsets and group is not None and not group.is_(S.DEAD):
-            group.offsets.update(write.offsets)
+            if write.producer is not None:
+                group.pending_txn_offsets.setdefault(write.producer[0], {}).update(write.offsets)
+            else:
+                group.offsets.update(write.offsets)
+
+    def complete_txn(self: GroupCoordinator, partition: int, producer_id: int, committed: bool) -> None:
+        """The marker of ``producer_id``'s transaction is committed on ``partition``: its
+        pending TxnOffsetCommit offsets become the groups' offsets, or are dropped."""
+        for group in self.groups.values():
+            if group.partition != partition:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id, None)
+            if pending and committed and not group.is_(S.DEAD):
+                group.offsets.update(pending)
 
     def write_failed(self: GroupCoordinator, write: Write, now_ms: int) -> Output:
         """``write`` did not commit.  A lost assignment sends the group back to rebalance."""
@@ -123,16 +152,31 @@ class GroupAdminMixin:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
+    def _commit_output(self: GroupCoordinator, gid: str, body: dict, value_of) -> tuple[Output, list, list]:
+        """The answer to an OffsetCommit or TxnOffsetCommit that passed its checks, and the
+        (partition, offset) pairs and records of the offsets it writes (``value_of(p)``
+        makes each partition's value; metadata over the limit is refused per partition)."""
+        limit = self.config.offset_metadata_max_bytes
+        offsets, records = [], []
+        for t in body["topics"]:
+            for p in t["partitions"]:
+                if len((p.get("committed_metadata") or "").encode()) > limit:
+                    continue
+                value = value_of(p)
+                tp = (t["name"], p["partition_index"])
+                offsets.append((tp, value))
+                records.append(offset_record(gid, tp[0], tp[1], value))
+        out = Output(_commit_answer(body, lambda t, p: ErrorCode.OFFSET_METADATA_TOO_LARGE
+                                    if len((p.get("committed_metadata") or "").encode()) > limit else 0))
+        return out, offsets, records
+
     def offset_commit(self: GroupCoordinator, version: int, body: dict, now_ms: int) -> Output:
         gid = body["group_id"]
         generation = body.get("generation_id_or_member_epoch", -1)
         member_id = body.get("member_id") or ""
 
         def answer(code_of) -> dict:
-            return {"throttle_time_ms": 0, "topics": [
-                {"name": t["name"], "partitions": [
-                    {"partition_index": p["partition_index"], "error_code": int(code_of(t, p))}
-                    for p in t["partitions"]]} for t in body["topics"]]}
+            return _commit_answer(body, code_of)
 
         code = ErrorCode.INVALID_GROUP_ID if not gid else self.coordinator_error(gid)
         group = self.groups.get(gid)
@@ -151,35 +195,62 @@ class GroupAdminMixin:
         retention_ms = body.get("retention_time_ms", -1) if 2 <= version <= 4 else -1
         # An int64 on the wire and in the record: a retention reaching past its end is forever.
         expire = min(now_ms + retention_ms, INT64_MAX) if retention_ms is not None and retention_ms >= 0 else -1
-        limit = self.config.offset_metadata_max_bytes
-        offsets, records = [], []
-        for t in body["topics"]:
-            for p in t["partitions"]:
-                metadata = p.get("committed_metadata") or ""
-                if len(metadata.encode()) > limit:
-                    continue
-                stamp = p.get("commit_timestamp", -1) if version == 1 else -1
-                value = OffsetValue(p["committed_offset"], metadata, stamp if stamp >= 0 else now_ms,
-                                    p.get("committed_leader_epoch", -1), expire)
-                tp = (t["name"], p["partition_index"])
-                offsets.append((tp, value))
-                records.append(offset_record(gid, tp[0], tp[1], value))
-        out = Output(answer(lambda t, p: ErrorCode.OFFSET_METADATA_TOO_LARGE
-                            if len((p.get("committed_metadata") or "").encode()) > limit else 0))
+        def value_of(p) -> OffsetValue:
+            stamp = p.get("commit_timestamp", -1) if version == 1 else -1
+            return OffsetValue(p["committed_offset"], p.get("committed_metadata") or "",
+                               stamp if stamp >= 0 else now_ms, p.get("committed_leader_epoch", -1), expire)
+
+        out, offsets, records = self._commit_output(gid, body, value_of)
         if records:
             out.writes.append(Write(group.partition, gid, tuple(records), tuple(offsets)))
         return out
 
+    # ------------------------------------------------------------------ TxnOffsetCommit
+
+    def txn_offset_commit(self: GroupCoordinator, version: int, body: dict, now_ms: int) -> Output:
+        """Offsets written as part of a transaction: a transactional batch of the producer,
+        visible once the transaction commits (``complete_txn``).  A v3+ request from a group
+        member is fenced by generation like OffsetCommit (KIP-447)."""
+        gid = body["group_id"]
+        code = ErrorCode.INVALID_GROUP_ID if not gid else self.coordinator_error(gid)
+        if not code and (body["producer_id"] < 0 or body["producer_epoch"] < 0):
+            code = ErrorCode.INVALID_PRODUCER_ID_MAPPING  # no producer a transactional batch could carry
+        group = self.groups.get(gid)
+        if not code:
+            if group is None:
+                group = self.groups[gid] = Group(gid, self.partition_of(gid), state_timestamp_ms=now_ms)
+            elif group.is_(S.DEAD):
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            elif version >= 3 and body.get("member_id") and body.get("generation_id", -1) >= 0:
+                code = self._commit_error(group, body["generation_id"], body["member_id"],
+                                          body.get("group_instance_id"))
+        if code:
+            return Output(_commit_answer(body, lambda t, p: code))
+        out, offsets, records = self._commit_output(gid, body, lambda p: OffsetValue(
+            p["committed_offset"], p.get("committed_metadata") or "", now_ms, p.get("committed_leader_epoch", -1)))
+        if records:
+            out.writes.append(Write(group.partition, gid, tuple(records), tuple(offsets),
+                                    producer=(body["producer_id"], body["producer_epoch"])))
+        return out
+
     # ------------------------------------------------------------------ OffsetFetch
 
-    def _fetch_group(self: GroupCoordinator, gid: str, topics: list | None) -> tuple[int, list]:
+    def _fetch_group(self: GroupCoordinator, gid: str, topics: list | None,
+                     require_stable: bool = False) -> tuple[int, list]:
         code = ErrorCode.INVALID_GROUP_ID if not gid else self.coordinator_error(gid)
         if code:
             return code, []
         group = self.groups.get(gid)
         offsets = group.offsets if group is not None and not group.is_(S.DEAD) else {}
+        # KIP-447: a partition with a transactional commit awaiting its marker is unstable;
+        # a read_committed consumer retries rather than start from the older offset.
+        unstable = ({tp for pending in group.pending_txn_offsets.values() for tp in pending}
+                    if require_stable and group is not None else set())
 
         def part(topic, index):
+            if (topic, index) in unstable:
+                return {"partition_index": index, "committed_offset": -1, "committed_leader_epoch": -1,
+                        "metadata": "", "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT)}
             v = offsets.get((topic, index))
             if v is None:
                 return {"partition_index": index, "committed_offset": -1, "committed_leader_epoch": -1,
@@ -198,10 +269,10 @@ class GroupAdminMixin:
         if version >= 8:
             groups = []
             for g in body["groups"]:
-                code, topics = self._fetch_group(g["group_id"], g["topics"])
+                code, topics = self._fetch_group(g["group_id"], g["topics"], body.get("require_stable", False))
                 groups.append({"group_id": g["group_id"], "topics": topics, "error_code": int(code)})
             return {"throttle_time_ms": 0, "groups": groups}
-        code, topics = self._fetch_group(body["group_id"], body["topics"])
+        code, topics = self._fetch_group(body["group_id"], body["topics"], body.get("require_stable", False))
         if code and version < 2:
             # v0-1 have no top-level error: report it on every requested partition
             topics = [{"name": t["name"], "partitions": [

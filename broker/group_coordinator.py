@@ -87,6 +87,7 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
             if value is not None:
                 self._restore(group, value, now_ms)
             group.offsets = dict(loaded.offsets.get(gid, {}))
+            group.pending_txn_offsets = {pid: dict(o) for pid, o in loaded.pending_txn_offsets.get(gid, {}).items()}
             self.groups[gid] = group
         self.owned.add(partition)
         return True
@@ -160,6 +161,8 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
             return self.leave_group(version, body, now_ms)
         if api == "OffsetCommit":
             return self.offset_commit(version, body, now_ms)
+        if api == "TxnOffsetCommit":
+            return self.txn_offset_commit(version, body, now_ms)
         if api == "OffsetFetch":
             return Output(self.offset_fetch(version, body))
         if api == "ListGroups":

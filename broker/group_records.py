@@ -357,24 +357,58 @@ def group_record(group: str, value: GroupValue | None) -> tuple[bytes, bytes | N
     return encode_group_key(group), None if value is None else encode_group_value(value)
 
 
+@dataclass(frozen=True, slots=True)
+class TxnRecord:
+    """A record of a transactional batch (TxnOffsetCommit) of ``producer_id``."""
+
+    producer_id: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """A COMMIT or ABORT control record of ``producer_id``'s transaction."""
+
+    producer_id: int
+    committed: bool
+
+
 @dataclass
 class LoadedPartition:
     """What replaying one ``__consumer_offsets`` partition yields."""
 
     groups: dict[str, GroupValue] = field(default_factory=dict)
     offsets: dict[str, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)
+    # group -> producer id -> offsets of a transaction without its marker yet
+    pending_txn_offsets: dict[str, dict[int, dict[tuple[str, int], OffsetValue]]] = field(default_factory=dict)
 
     def group_ids(self) -> set[str]:
-        return set(self.groups) | set(self.offsets)
+        return set(self.groups) | set(self.offsets) | set(self.pending_txn_offsets)
 
 
-def replay(records: Iterable[tuple[bytes | None, bytes | None]]) -> LoadedPartition:
+def replay(records: Iterable[tuple[bytes | None, bytes | None] | TxnRecord | TxnMarker]) -> LoadedPartition:
     """Rebuild the latest state from (key, value) records in log order.
 
     Records without a key or with an unknown key version are skipped; a tombstone deletes.
+    Offsets of transactional batches (:class:`TxnRecord`) wait for their producer's
+    :class:`TxnMarker`: a commit applies them at the marker's place in the log, an abort
+    drops them; those still waiting at the end are returned as pending.
     """
     out = LoadedPartition()
-    for key_bytes, value_bytes in records:
+    pending: dict[int, list[tuple[OffsetKey, OffsetValue]]] = {}
+    for item in records:
+        if isinstance(item, TxnMarker):
+            for key, value in pending.pop(item.producer_id, []) if item.committed else []:
+                out.offsets.setdefault(key.group, {})[(key.topic, key.partition)] = value
+            pending.pop(item.producer_id, None)
+            continue
+        if isinstance(item, TxnRecord):
+            key = decode_key(item.key) if item.key is not None else None
+            if isinstance(key, OffsetKey) and item.value is not None:
+                pending.setdefault(item.producer_id, []).append((key, decode_offset_value(item.value)))
+            continue
+        key_bytes, value_bytes = item
         if key_bytes is None:
             continue
         key = decode_key(key_bytes)
@@ -393,4 +427,7 @@ def replay(records: Iterable[tuple[bytes | None, bytes | None]]) -> LoadedPartit
                         del out.offsets[key.group]
             else:
                 out.offsets.setdefault(key.group, {})[tp] = decode_offset_value(value_bytes)
+    for pid, entries in pending.items():
+        for key, value in entries:
+            out.pending_txn_offsets.setdefault(key.group, {}).setdefault(pid, {})[(key.topic, key.partition)] = value
     return out

@@ -27,19 +27,20 @@ from random import Random
 import trio
 
 from broker.group_coordinator import GroupConfig, GroupCoordinator, Output, Write
-from broker.group_records import partition_for, replay
+from broker.group_records import TxnMarker, TxnRecord, partition_for, replay
 from kraft.protocol.error_codes import ErrorCode
 from kraft.records import build_batch, decode_batches
+from kraft.records.control import ControlType, decode_control_key
 
 log = logging.getLogger(__name__)
 
 GROUP_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch",
-              "ListGroups", "DescribeGroups", "DeleteGroups", "OffsetDelete")
+              "ListGroups", "DescribeGroups", "DeleteGroups", "OffsetDelete", "TxnOffsetCommit")
 # The versions this service answers (within the schema table).
 GROUP_API_VERSIONS: dict[str, tuple[int, int]] = {
     "JoinGroup": (0, 9), "SyncGroup": (0, 5), "Heartbeat": (0, 4), "LeaveGroup": (0, 5),
     "OffsetCommit": (0, 9), "OffsetFetch": (0, 9), "ListGroups": (0, 5), "DescribeGroups": (0, 5),
-    "DeleteGroups": (0, 2), "OffsetDelete": (0, 0),
+    "DeleteGroups": (0, 2), "OffsetDelete": (0, 0), "TxnOffsetCommit": (0, 4),
 }
 
 
@@ -59,7 +60,7 @@ def _append_error(exc: BaseException, api: str | None) -> int:
 def with_error(api: str, response: dict, code: int) -> dict:
     """``response`` with every error code it carries replaced by ``code``."""
     out = dict(response)
-    if api == "OffsetCommit":
+    if api in ("OffsetCommit", "TxnOffsetCommit"):
         out["topics"] = [{**t, "partitions": [{**p, "error_code": int(code)} for p in t["partitions"]]}
                          for t in response["topics"]]
     elif api == "OffsetDelete":
@@ -125,6 +126,11 @@ class GroupCoordinatorService:
         token = self.core.begin_loading(partition)
         self._load_send.send_nowait((partition, token))
 
+    def on_txn_marker(self, partition: int, producer_id: int, producer_epoch: int, committed: bool) -> None:
+        """A transaction marker of ``producer_id`` is committed on ``partition`` (the
+        replica manager's hook): its TxnOffsetCommit offsets are applied or dropped."""
+        self.core.complete_txn(partition, producer_id, committed)
+
     def on_resign(self, partition: int) -> None:
         """This broker no longer leads ``partition``: drop its groups; NOT_COORDINATOR after."""
         self._deliver(self.core.unload(partition).completions, None)
@@ -137,8 +143,16 @@ class GroupCoordinatorService:
         for data in result:
             for batch in decode_batches(data):
                 if batch.is_control:
+                    if batch.is_transactional:
+                        for r in batch.records:
+                            kind = decode_control_key(r.key).type
+                            if kind in (ControlType.COMMIT, ControlType.ABORT):
+                                records.append(TxnMarker(batch.producer_id, kind == ControlType.COMMIT))
                     continue
-                records.extend((r.key, r.value) for r in batch.records)
+                if batch.is_transactional:
+                    records.extend(TxnRecord(batch.producer_id, r.key, r.value) for r in batch.records)
+                else:
+                    records.extend((r.key, r.value) for r in batch.records)
             await trio.lowlevel.checkpoint()
         loaded = replay(records)
         if self.core.load(partition, token, loaded, self.clock()):
@@ -211,7 +225,11 @@ class GroupCoordinatorService:
     async def _append(self, write: Write, api: str | None) -> int:
         lock = self._locks.setdefault(write.partition, trio.Lock())
         async with lock:
-            batch = build_batch(list(write.records), timestamp=self.clock())
+            if write.producer is None:
+                batch = build_batch(list(write.records), timestamp=self.clock())
+            else:  # TxnOffsetCommit: part of the producer's transaction, ended by its marker
+                batch = build_batch(list(write.records), timestamp=self.clock(), producer_id=write.producer[0],
+                                    producer_epoch=write.producer[1], transactional=True)
             try:
                 await self.store.append(write.partition, batch)
             except Exception as exc:  # noqa: BLE001 - any failed append becomes an error code

@@ -96,6 +96,8 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     pending_members: dict[str, int] = field(default_factory=dict)  # member id -> expiry ms
     offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
+    # TxnOffsetCommit offsets by producer id, until the transaction's marker commits or drops them
+    pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)
     state_timestamp_ms: int = -1
     # the rebalance in progress: when its join phase ends, and the initial-delay bookkeeping
     join_deadline_ms: int | None = None

@@ -3,6 +3,12 @@
 The trio-side companion of the sans-IO ``PartitionState``: it owns the ``Log`` and the
 leader-epoch checkpoint file, turns state decisions into appends and truncations, and wakes
 the tasks waiting on this partition (acks=all producers, long-polling fetches).
+
+Transactions: every append, leader or follower, goes through the producer state with what
+its markers say (``read_txn_marker``), and an ABORT marker adds an entry to the ``.txnindex``
+of the segment it lands in.  Opening the replica replays the whole log into the producer
+state, which also rebuilds the ``.txnindex`` of the segments log recovery had to scan (the
+log layer cannot: which transaction a marker ends is producer state).
 """
 
 from __future__ import annotations
@@ -15,10 +21,13 @@ import trio
 from broker.leader_epoch_cache import LeaderEpochCache, LeaderEpochCheckpointError
 from broker.partition_state import PartitionState
 from broker.partition_state_types import ProduceCompletion
-from broker.producer_state import ProducerStateManager
+from broker.producer_state import CompletedTxn, ProducerStateManager
 from kraft.log import Log
 from kraft.log.cleaner import LogCleaner
+from kraft.log.errors import CorruptIndexError
+from kraft.log.txn_index import AbortedTxn
 from kraft.protocol.error_codes import ErrorCode
+from kraft.records.control import read_txn_marker
 from kraft.records.header import iter_batches
 
 log = logging.getLogger(__name__)
@@ -49,7 +58,12 @@ class Partition:
         # The checkpoint is written without fsync (``checkpoint_epochs``), so after a machine
         # crash it may lack epochs of batches that survived: the batches' own epochs fill
         # them in, as Kafka's recovery re-assigns epochs from the segments it reads.
-        self.producers.truncate_and_reload(_assigning_epochs(plog.iter_batches(), cache))
+        aborted: list[AbortedTxn] = []
+        self.producers.truncate_and_reload(
+            _assigning_epochs(_with_markers(plog), cache),
+            on_completed=lambda txn, lso: aborted.append(_aborted_entry(txn, lso)) if txn.is_aborted else None)
+        recovered = plog.load_result.recovered if plog.load_result is not None else ()
+        _rebuild_txn_indexes(plog, recovered, aborted)
         self.state = PartitionState(
             broker_id, cache, log_start_offset=plog.log_start_offset,
             log_end_offset=plog.log_end_offset, high_watermark=high_watermark,
@@ -122,22 +136,36 @@ class Partition:
             self._epochs_unsynced = not sync
 
     def append_as_leader(self, buf: bytearray) -> tuple[int, int, list[ProduceCompletion]]:
-        """Append a validated produce payload: (first offset, last offset, completions)."""
+        """Append a validated produce payload (or a transaction marker the broker wrote):
+        (first offset, last offset, completions)."""
         info = self.log.append(buf, assign_offsets=True, leader_epoch=self.state.leader_epoch)
         # The log patched ``buf`` in place: its headers now carry the assigned offsets.
-        headers = [h for _, h in iter_batches(buf, check_crc=False)]
-        for h in headers:
-            self.producers.update(h)
+        headers = self._update_producers(buf)
         completions = self.state.on_local_append(self.log.log_end_offset, headers)
         self.notify()
         return info.first_offset, info.last_offset, completions
 
+    def _update_producers(self, data) -> list:
+        """Producer state and ``.txnindex`` for batches just appended; returns their headers."""
+        headers = []
+        for pos, h in iter_batches(data, check_crc=False):
+            headers.append(h)
+            marker = read_txn_marker(bytes(data[pos:pos + h.size])) if h.is_control and h.is_transactional else None
+            completed = self.producers.update(h, marker=marker)
+            if completed is not None and completed.is_aborted:
+                self.log.append_aborted_txn(_aborted_entry(completed, self.producers.stable_offset_after(completed)))
+        return headers
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: what READ_COMMITTED consumers may read up to (``producer_state``); never
+        below the log start (retention may delete the start of a transaction still open)."""
+        return max(self.producers.last_stable_offset(self.state.high_watermark), self.state.log_start_offset)
+
     def append_as_follower(self, data: bytes) -> list:
         """Append fetched batches (offsets kept); returns their headers."""
         self.log.append(data, assign_offsets=False)
-        headers = [h for _, h in iter_batches(data, check_crc=False)]
-        for h in headers:
-            self.producers.update(h)
+        headers = self._update_producers(data)
         self.state.on_local_append(self.log.log_end_offset, headers)
         self.checkpoint_epochs()
         self.notify()
@@ -148,7 +176,7 @@ class Partition:
             log.info("%s: truncating from %d to %d", self.name, self.log.log_end_offset, offset)
             self.log.truncate_to(offset)
             self._truncated()
-            self.producers.truncate_and_reload(h for h, _ in self.log.iter_batches())
+            self.producers.truncate_and_reload(_with_markers(self.log))
         self.state.on_truncated(offset)
         self.checkpoint_epochs()
         self.notify()
@@ -171,10 +199,49 @@ class Partition:
 
 
 def _assigning_epochs(batches, cache: LeaderEpochCache):
-    """The headers of ``batches``, assigning each one's leader epoch to ``cache``."""
-    for header, _ in batches:
+    """``batches`` ((header, marker) pairs), assigning each one's leader epoch to ``cache``."""
+    for header, marker in batches:
         cache.assign_from_batch(header.partition_leader_epoch, header.base_offset)
-        yield header
+        yield header, marker
+
+
+def _with_markers(plog: Log):
+    """``(header, TxnMarker or None)`` for the log's batches: only transaction markers
+    are read beyond their headers."""
+    for header, data in plog.iter_batches(with_data=_is_txn_marker):
+        yield header, read_txn_marker(data) if data is not None else None
+
+
+def _is_txn_marker(header) -> bool:
+    return header.is_control and header.is_transactional
+
+
+def _aborted_entry(txn: CompletedTxn, stable_offset: int) -> AbortedTxn:
+    return AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, stable_offset)
+
+
+def _rebuild_txn_indexes(plog: Log, recovered, aborted: list[AbortedTxn]) -> None:
+    """Make the ``.txnindex`` of each segment log recovery scanned (``recovered``: base
+    offsets) hold what the replay found; the others are trusted as written."""
+    if not recovered:
+        return
+    wanted: dict[int, list[AbortedTxn]] = {}
+    for entry in aborted:
+        wanted.setdefault(plog.segment_holding(entry.last_offset).base_offset, []).append(entry)
+    bases = set(recovered)
+    for seg in plog.segments:
+        if seg.base_offset not in bases:
+            continue
+        want = wanted.get(seg.base_offset, [])
+        try:
+            same = seg.txn_index.entries == want
+        except CorruptIndexError:
+            same = False
+        if not same:
+            log.info("%s: rebuilding %s (%d aborted transactions)", plog.dir.name,
+                     seg.txn_index.path.name, len(want))
+            seg.txn_index.reset()
+            seg.txn_index.extend(want)
 
 
 def error_name(code: int) -> str:

@@ -24,15 +24,31 @@ Choices, following modern Kafka (2.5+, KIP-360) where it matters:
 * The duplicate check comes before the epoch and sequence checks, as in Kafka.
 * Follower appends and recovery (``update`` / ``truncate_and_reload``) never validate:
   the leader already did, and a follower must copy the leader's log as it is.
-* Transactions are not implemented: control batches (commit/abort markers) only update a
-  producer's epoch and timestamp; there is no ongoing-transaction or LSO tracking.
+
+Transactions (KIP-98), as Kafka's ProducerStateManager:
+
+* A transactional data batch starts a transaction for its producer at its first offset,
+  unless one is ongoing; a COMMIT or ABORT marker (a transactional control batch, its
+  ``TxnMarker`` read by the caller) ends it and yields a ``CompletedTxn``.  A marker for a
+  producer with no ongoing transaction here (its data was never written here, or was
+  cleaned away) completes nothing: it only records the epochs.
+* The *first unstable offset* is the smallest first offset of the transactions not yet
+  decided for readers: ongoing ones, and completed ones whose marker is not below the high
+  watermark yet (``last_stable_offset`` forgets those as the HW passes them).  The last
+  stable offset (LSO) is ``min(first unstable offset, HW)``.  Leaders and followers track
+  the same from the batches they append, so a new leader knows its LSO at once.
+* Admission (``check_append``/``check_marker``): a non-transactional data batch from a
+  producer with an ongoing transaction is INVALID_TXN_STATE; a marker with an epoch older
+  than the producer's is INVALID_PRODUCER_EPOCH, one from an older coordinator epoch
+  TRANSACTION_COORDINATOR_FENCED.  A producer with an ongoing transaction never expires.
 
 The state is rebuilt from batch headers alone (``truncate_and_reload``), optionally
 starting from a snapshot (``to_snapshot_bytes``/``from_snapshot_bytes``) so recovery does
 not replay the whole log.  Kafka names snapshot files ``%020d.snapshot`` after the offset
 the snapshot covers up to (exclusive); ``snapshot_file_name`` gives that name.
 
-Snapshot format (kraft's own; big-endian; version 1)::
+Snapshot format (kraft's own; big-endian; version 2, version 1 lacks the two transaction
+fields and is still read)::
 
     0   magic             4 bytes  b"KPSS"
     4   version           int16    1
@@ -40,13 +56,15 @@ Snapshot format (kraft's own; big-endian; version 1)::
     10  map_end_offset    int64    the snapshot covers batches below this offset
     18  producer count    int32
     per producer:
-        producer_id int64, producer_epoch int16, last_timestamp int64, batch count int8
+        producer_id int64, producer_epoch int16, last_timestamp int64, batch count int8,
+        current_txn_first_offset int64 (-1: none), coordinator_epoch int32
         per batch (oldest first):
             first_seq int32, last_seq int32, first_offset int64, last_offset_delta int32,
             timestamp int64
 
 Unlike Kafka's snapshot (which keeps only each producer's last batch), all five retained
-batches are stored, so duplicate detection survives a restart unchanged.
+batches are stored, so duplicate detection survives a restart unchanged.  Ongoing
+transactions are stored as each producer's ``current_txn_first_offset`` (as in Kafka).
 """
 
 from __future__ import annotations
@@ -61,15 +79,18 @@ from typing import Protocol
 import crc32c as _crc32c
 
 from kraft.protocol.error_codes import ErrorCode
+from kraft.records.control import TxnMarker
 
 __all__ = [
     "BATCHES_TO_RETAIN",
     "BatchMetadata",
     "CheckResult",
+    "CompletedTxn",
     "ProducerBatch",
     "ProducerSnapshotError",
     "ProducerStateEntry",
     "ProducerStateManager",
+    "TxnMarker",
     "Verdict",
     "snapshot_file_name",
 ]
@@ -81,10 +102,11 @@ NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 
 SNAPSHOT_MAGIC = b"KPSS"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 _SNAP_HEADER = struct.Struct(">4shI")
 _SNAP_BODY_HEADER = struct.Struct(">qi")
-_SNAP_PRODUCER = struct.Struct(">qhqb")
+_SNAP_PRODUCER_V1 = struct.Struct(">qhqb")
+_SNAP_PRODUCER = struct.Struct(">qhqbqi")
 _SNAP_BATCH = struct.Struct(">iiqiq")
 
 
@@ -103,6 +125,9 @@ class ProducerBatch(Protocol):
 
     @property
     def is_control(self) -> bool: ...
+
+    @property
+    def is_transactional(self) -> bool: ...
 
 
 class ProducerSnapshotError(ValueError):
@@ -130,12 +155,24 @@ class BatchMetadata:
         return self.first_offset + self.last_offset_delta
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker ended: ``first_offset`` .. ``last_offset`` (the marker)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
 @dataclass(slots=True)
 class ProducerStateEntry:
     producer_id: int
     producer_epoch: int = NO_PRODUCER_EPOCH
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
     last_timestamp: int = -1
+    current_txn_first_offset: int = -1  # the ongoing transaction's first offset, -1: none
+    coordinator_epoch: int = -1  # of the last marker
 
     @property
     def last_seq(self) -> int:
@@ -160,7 +197,8 @@ class ProducerStateEntry:
 
     def copy(self) -> ProducerStateEntry:
         return ProducerStateEntry(self.producer_id, self.producer_epoch,
-                                  deque(self.batches, maxlen=BATCHES_TO_RETAIN), self.last_timestamp)
+                                  deque(self.batches, maxlen=BATCHES_TO_RETAIN), self.last_timestamp,
+                                  self.current_txn_first_offset, self.coordinator_epoch)
 
 
 class Verdict(Enum):
@@ -168,6 +206,8 @@ class Verdict(Enum):
     DUPLICATE = "DUPLICATE"
     OUT_OF_ORDER_SEQUENCE_NUMBER = "OUT_OF_ORDER_SEQUENCE_NUMBER"
     INVALID_PRODUCER_EPOCH = "INVALID_PRODUCER_EPOCH"
+    INVALID_TXN_STATE = "INVALID_TXN_STATE"
+    TRANSACTION_COORDINATOR_FENCED = "TRANSACTION_COORDINATOR_FENCED"
 
 
 _ERRORS = {
@@ -175,6 +215,8 @@ _ERRORS = {
     Verdict.DUPLICATE: ErrorCode.NONE,
     Verdict.OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
     Verdict.INVALID_PRODUCER_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
+    Verdict.INVALID_TXN_STATE: ErrorCode.INVALID_TXN_STATE,
+    Verdict.TRANSACTION_COORDINATOR_FENCED: ErrorCode.TRANSACTION_COORDINATOR_FENCED,
 }
 
 
@@ -206,6 +248,8 @@ class ProducerStateManager:
         self._producers: dict[int, ProducerStateEntry] = {}
         # The state reflects every batch below this offset.
         self.map_end_offset = 0
+        self._ongoing: dict[int, int] = {}  # first offset -> producer id
+        self._unreplicated: dict[int, CompletedTxn] = {}  # first offset -> txn, marker >= HW
 
     # ---------------------------------------------------------------- queries
 
@@ -225,6 +269,34 @@ class ProducerStateManager:
 
     def same_state_as(self, other: ProducerStateManager) -> bool:
         return self.producers == other.producers
+
+    @property
+    def ongoing_txns(self) -> dict[int, int]:
+        """Ongoing transactions: first offset -> producer id."""
+        return dict(self._ongoing)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest transaction not decided for readers (ongoing,
+        or completed by a marker the HW has not passed yet); None when there is none."""
+        firsts = [*self._ongoing, *self._unreplicated]
+        return min(firsts) if firsts else None
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO: ``min(first unstable offset, high_watermark)``.  Forgets the completed
+        transactions whose markers the HW passed (the HW only moves forward, except by a
+        truncation, which reloads the state)."""
+        for first in [f for f, t in self._unreplicated.items() if t.last_offset < high_watermark]:
+            del self._unreplicated[first]
+        fuo = self.first_unstable_offset
+        return high_watermark if fuo is None else min(fuo, high_watermark)
+
+    def stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The LSO recorded with an aborted transaction in the ``.txnindex`` (Kafka's
+        ``lastStableOffset(completedTxn)``): the first offset of the earliest other
+        ongoing transaction, else the offset after the marker."""
+        others = [f for f, pid in self._ongoing.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
 
     # -------------------------------------------------------------- admission
 
@@ -255,6 +327,24 @@ class ProducerStateManager:
             if not batch.is_control:
                 entry.batches.append(BatchMetadata(batch.base_sequence, batch.last_sequence, 0,
                                                    batch.last_offset_delta, batch.max_timestamp))
+                if batch.is_transactional and entry.current_txn_first_offset < 0:
+                    entry.current_txn_first_offset = 0  # any value >= 0: ongoing from here
+        return _NEW
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> CheckResult:
+        """Whether a COMMIT/ABORT marker may be appended (Kafka's ``appendEndTxnMarker``
+        checks): not from an older producer epoch, nor an older coordinator epoch."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return _NEW
+        if producer_epoch < entry.producer_epoch:
+            return CheckResult(Verdict.INVALID_PRODUCER_EPOCH,
+                               message=f"marker of producer {producer_id} has epoch {producer_epoch}, "
+                                       f"older than {entry.producer_epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            return CheckResult(Verdict.TRANSACTION_COORDINATOR_FENCED,
+                               message=f"marker of producer {producer_id} has coordinator epoch "
+                                       f"{coordinator_epoch}, older than {entry.coordinator_epoch}")
         return _NEW
 
     @staticmethod
@@ -273,6 +363,10 @@ class ProducerStateManager:
                                        f"{entry.producer_epoch}")
         if batch.is_control:
             return _NEW
+        if not batch.is_transactional and entry.current_txn_first_offset >= 0:
+            return CheckResult(Verdict.INVALID_TXN_STATE,
+                               message=f"producer {pid} has a transaction ongoing but sent a "
+                                       "non-transactional batch")
         if epoch != entry.producer_epoch:
             if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
                 return CheckResult(Verdict.OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -287,16 +381,19 @@ class ProducerStateManager:
 
     # ---------------------------------------------------------------- updates
 
-    def update(self, batch: ProducerBatch, first_offset: int | None = None) -> None:
+    def update(self, batch: ProducerBatch, first_offset: int | None = None,
+               marker: TxnMarker | None = None) -> CompletedTxn | None:
         """Record an appended batch; ``first_offset`` is its assigned base offset (defaults
-        to ``batch.base_offset``, right for follower appends and log replay).  No checks."""
+        to ``batch.base_offset``, right for follower appends and log replay), ``marker`` what
+        a transactional control batch says.  No checks.  Returns the transaction a marker
+        completed."""
         first = batch.base_offset if first_offset is None else first_offset
         end = first + batch.last_offset_delta + 1
         if end > self.map_end_offset:
             self.map_end_offset = end
         pid = batch.producer_id
         if pid == NO_PRODUCER_ID:
-            return
+            return None
         entry = self._producers.get(pid)
         if entry is None:
             entry = self._producers[pid] = ProducerStateEntry(pid)
@@ -305,12 +402,31 @@ class ProducerStateManager:
         if not batch.is_control:
             entry.batches.append(BatchMetadata(batch.base_sequence, batch.last_sequence, first,
                                                batch.last_offset_delta, batch.max_timestamp))
+            if batch.is_transactional and entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = first
+                self._ongoing[first] = pid
+            return None
+        if marker is None or not batch.is_transactional:
+            return None
+        entry.coordinator_epoch = marker.coordinator_epoch
+        txn_first = entry.current_txn_first_offset
+        if txn_first < 0:
+            return None  # no data here: nothing to hold the LSO or index (as Kafka)
+        del self._ongoing[txn_first]
+        entry.current_txn_first_offset = -1
+        completed = CompletedTxn(pid, txn_first, first + batch.last_offset_delta, not marker.commit)
+        self._unreplicated[txn_first] = completed
+        return completed
 
-    def truncate_and_reload(self, batches: Iterable[ProducerBatch], *, snapshot: bytes | None = None,
-                            end_offset: int | None = None) -> None:
+    def truncate_and_reload(self, batches: Iterable[ProducerBatch | tuple[ProducerBatch, TxnMarker | None]],
+                            *, snapshot: bytes | None = None, end_offset: int | None = None,
+                            on_completed=None) -> None:
         """Rebuild the state: from ``snapshot`` (or empty), then by replaying ``batches``
-        (the log's batch headers in offset order) that lie at or beyond the snapshot's end
-        and wholly below ``end_offset`` (when given).  Used on restart and after truncation.
+        (the log's batch headers in offset order, or ``(header, marker)`` pairs telling
+        what transaction markers say) that lie at or beyond the snapshot's end and wholly
+        below ``end_offset`` (when given).  Used on restart and after truncation.
+        ``on_completed(txn, stable_offset_after)`` is called for each transaction a
+        replayed marker completes (the partition rebuilds ``.txnindex`` files from it).
 
         Raises:
             ProducerSnapshotError: the snapshot is corrupt (call again without it).
@@ -323,22 +439,29 @@ class ProducerStateManager:
         else:
             loaded = ProducerStateManager()
         start = loaded.map_end_offset
-        for batch in batches:
+        for item in batches:
+            batch, marker = item if isinstance(item, tuple) else (item, None)
             if batch.base_offset < start:
                 continue
             if end_offset is not None and batch.base_offset + batch.last_offset_delta >= end_offset:
                 break  # a batch not wholly below the end was truncated away
-            loaded.update(batch)
+            completed = loaded.update(batch, marker=marker)
+            if completed is not None and on_completed is not None:
+                on_completed(completed, loaded.stable_offset_after(completed))
         if end_offset is not None:
             loaded.map_end_offset = max(loaded.map_end_offset, end_offset)
         self._producers = loaded._producers
         self.map_end_offset = loaded.map_end_offset
+        self._ongoing = loaded._ongoing
+        self._unreplicated = loaded._unreplicated
 
     def expire(self, now_ms: int, producer_id_expiration_ms: int) -> list[int]:
         """Forget producers idle for at least ``producer_id_expiration_ms`` (by their last
-        batch timestamp, as Kafka's ``producer.id.expiration.ms``); returns their ids."""
+        batch timestamp, as Kafka's ``producer.id.expiration.ms``) and with no transaction
+        ongoing; returns their ids."""
         expired = [pid for pid, e in self._producers.items()
-                   if now_ms - e.last_timestamp >= producer_id_expiration_ms]
+                   if now_ms - e.last_timestamp >= producer_id_expiration_ms
+                   and e.current_txn_first_offset < 0]
         for pid in expired:
             del self._producers[pid]
         return expired
@@ -349,7 +472,8 @@ class ProducerStateManager:
         body = bytearray(_SNAP_BODY_HEADER.pack(self.map_end_offset, len(self._producers)))
         for pid in sorted(self._producers):
             e = self._producers[pid]
-            body += _SNAP_PRODUCER.pack(pid, e.producer_epoch, e.last_timestamp, len(e.batches))
+            body += _SNAP_PRODUCER.pack(pid, e.producer_epoch, e.last_timestamp, len(e.batches),
+                                        e.current_txn_first_offset, e.coordinator_epoch)
             for b in e.batches:
                 body += _SNAP_BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset_delta,
                                          b.timestamp)
@@ -364,7 +488,7 @@ class ProducerStateManager:
         magic, version, crc = _SNAP_HEADER.unpack_from(data, 0)
         if magic != SNAPSHOT_MAGIC:
             raise ProducerSnapshotError(f"not a producer snapshot (magic {magic!r})")
-        if version != SNAPSHOT_VERSION:
+        if version not in (1, SNAPSHOT_VERSION):
             raise ProducerSnapshotError(f"unsupported producer snapshot version {version}")
         body = memoryview(data)[_SNAP_HEADER.size:]
         actual = _crc32c.crc32c(body)
@@ -376,12 +500,20 @@ class ProducerStateManager:
             pos = _SNAP_BODY_HEADER.size
             state = cls()
             state.map_end_offset = map_end
+            layout = _SNAP_PRODUCER if version == SNAPSHOT_VERSION else _SNAP_PRODUCER_V1
             for _ in range(count):
-                pid, epoch, last_ts, n = _SNAP_PRODUCER.unpack_from(body, pos)
-                pos += _SNAP_PRODUCER.size
+                pid, epoch, last_ts, n, *txn = layout.unpack_from(body, pos)
+                pos += layout.size
                 if not 0 <= n <= BATCHES_TO_RETAIN or pid in state._producers:
                     raise ProducerSnapshotError(f"bad entry for producer {pid} in snapshot")
                 entry = ProducerStateEntry(pid, epoch, last_timestamp=last_ts)
+                if txn:
+                    entry.current_txn_first_offset, entry.coordinator_epoch = txn
+                    if entry.current_txn_first_offset >= 0:
+                        if entry.current_txn_first_offset in state._ongoing:
+                            raise ProducerSnapshotError(f"two transactions start at "
+                                                        f"{entry.current_txn_first_offset} in snapshot")
+                        state._ongoing[entry.current_txn_first_offset] = pid
                 for _ in range(n):
                     entry.batches.append(BatchMetadata(*_SNAP_BATCH.unpack_from(body, pos)))
                     pos += _SNAP_BATCH.size

@@ -102,14 +102,31 @@ class ReplicaManager:
             log.warning("UNSAFE MODE: kraft.unsafe.ack.before.replication=true — acks=all is "
                         "answered after the leader's local write; acknowledged data WILL be "
                         "lost when a leader fails. For fault-injection tests only.")
+        self.unsafe_read_committed_hw = bool(config["kraft.unsafe.read.committed.high.watermark"])
+        if self.unsafe_read_committed_hw:
+            log.warning("UNSAFE MODE: kraft.unsafe.read.committed.high.watermark=true — "
+                        "read_committed fetches are served up to the high watermark without "
+                        "aborted transactions; consumers WILL see open and aborted transactions' "
+                        "data. For fault-injection tests only.")
         self.followers_changed = trio.Event()
         self.isr_proposals: list[tuple[Partition, IsrProposal]] = []
         self.isr_proposal_event = trio.Event()
         # (topic, partition, is_leader) callbacks: the group coordinator follows the
         # leadership of __consumer_offsets partitions.
         self.leadership_listeners: list = []
+        # (topic, partition, producer_id, producer_epoch, committed) callbacks, called when
+        # a transaction marker on a __consumer_offsets partition is committed: the group
+        # coordinator applies or drops that producer's transactional offset commits.
+        self.txn_marker_listeners: list = []
         self.cleaner = LogCleaner()
         self._uncleanable: dict[tuple[str, int], Partition] = {}  # a pass failed: skipped
+
+    def on_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                      committed: bool) -> None:
+        """A COMMIT (``committed``) or ABORT marker written by WriteTxnMarkers is committed
+        on ``topic``-``partition`` (``broker/txn_markers.py``)."""
+        for listener in self.txn_marker_listeners:
+            listener(topic, partition, producer_id, producer_epoch, committed)
 
     # -- lookups ----------------------------------------------------------------------
 
@@ -445,8 +462,9 @@ class ReplicaManager:
             return False
         truncations = partition.truncations
         # prepare decides too: it returns None unless needs_cleaning(...) holds.
+        # Below the LSO: nothing of an undecided transaction is cleaned (nor shadows older data).
         prepare = functools.partial(self.cleaner.prepare, plog, clock.wall_ms(),
-                                    upper_bound_offset=st.high_watermark)
+                                    upper_bound_offset=partition.last_stable_offset)
         try:
             plan = await trio.to_thread.run_sync(prepare)
         except Exception:  # noqa: BLE001 - a bad log must not stop the cleaner

@@ -144,17 +144,21 @@ def cluster_command(controllers, brokers, data_dir, first_port, host, overrides)
 def _register_admin_commands() -> None:
     from cli.configs import configs_command, quorum_group
     from cli.console import console_consumer, console_producer
+    from cli.dump_log import dump_log_command
     from cli.groups import groups_command
     from cli.perf import perf_group
     from cli.topics import topics_command
+    from cli.transactions import transactions_group
 
     main.add_command(topics_command)
     main.add_command(perf_group)
     main.add_command(configs_command)
     main.add_command(quorum_group)
     main.add_command(groups_command)
+    main.add_command(transactions_group)
     main.add_command(console_producer)
     main.add_command(console_consumer)
+    main.add_command(dump_log_command)
 
 
 _register_admin_commands()

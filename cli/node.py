@@ -22,7 +22,11 @@ from broker.lifecycle import BrokerLifecycle
 from broker.metadata_listener import MetadataListener
 from broker.connection_limits import ConnectionLimits
 from broker.network import serve_kafka
-from broker.offsets_store import OFFSETS_TOPIC, CoordinatorLocator, OffsetsStore
+from broker.offsets_store import (GROUP_KEY_TYPE, OFFSETS_TOPIC, TRANSACTION_KEY_TYPE, TXN_STATE_TOPIC,
+                                  CoordinatorLocator, InternalTopicStore)
+from broker.producer_ids import ProducerIdAllocator
+from broker.txn.markers import MarkerChannel
+from broker.txn.service import TransactionService
 from broker.replica_fetcher import ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from kraft.client import KafkaClient
@@ -157,25 +161,46 @@ class Node:
         self.lifecycle = BrokerLifecycle(config, self.cluster_id, channel, self.metadata,
                                          offline_log_dirs=lambda: self.replicas.offline_log_dirs)
         data = DataPath(self.replicas)
-        groups = GroupCoordinatorService(config.node_id, config, OffsetsStore(self.replicas))
+        groups = GroupCoordinatorService(config.node_id, config, InternalTopicStore(self.replicas, OFFSETS_TOPIC))
+        producer_ids = ProducerIdAllocator(channel, config.node_id, lambda: self.lifecycle.broker_epoch)
+        endpoint = config.broker_listeners[0]
+        ibl = config["inter.broker.listener.name"]
+        inter_broker_listener = ibl.upper() if ibl else endpoint.listener
+        markers_client = client("txn-markers")
 
-        def follow_offsets_leadership(topic, index, is_leader):
+        def marker_channel(on_done, is_current):
+            return MarkerChannel(markers_client, lambda: self.replicas.image, inter_broker_listener, on_done,
+                                 is_current)
+
+        transactions = TransactionService(config.node_id, config, InternalTopicStore(self.replicas, TXN_STATE_TOPIC),
+                                          producer_ids, lambda: self.replicas.image, marker_channel)
+
+        def follow_coordinator_leadership(topic, index, is_leader):
             if topic == OFFSETS_TOPIC:
                 (groups.on_become_leader if is_leader else groups.on_resign)(index)
+            elif topic == TXN_STATE_TOPIC:
+                (transactions.on_become_leader if is_leader else transactions.on_resign)(index)
 
-        self.replicas.leadership_listeners.append(follow_offsets_leadership)
-        coordinators = CoordinatorLocator(config, self.replicas, channel, nursery, groups.partition_for)
+        self.replicas.leadership_listeners.append(follow_coordinator_leadership)
+
+        def follow_offsets_markers(topic, index, producer_id, producer_epoch, committed):
+            if topic == OFFSETS_TOPIC:
+                groups.on_txn_marker(index, producer_id, producer_epoch, committed)
+
+        self.replicas.txn_marker_listeners.append(follow_offsets_markers)
+        coordinators = CoordinatorLocator(config, self.replicas, channel, nursery, {
+            GROUP_KEY_TYPE: (OFFSETS_TOPIC, groups.partition_for),
+            TRANSACTION_KEY_TYPE: (TXN_STATE_TOPIC, transactions.partition_for)})
         api = BrokerApi(config, self.cluster_id, self.metadata, data, channel, nursery, groups=groups,
                         coordinators=coordinators, broker_epoch=lambda: self.lifecycle.broker_epoch,
-                        ready=self.ready)
+                        ready=self.ready, transactions=transactions, producer_ids=producer_ids)
         await nursery.start(groups.run)
-        endpoint = config.broker_listeners[0]
+        await nursery.start(transactions.run)
         await nursery.start(functools.partial(
             serve_kafka, api.handle, endpoint.host or "0.0.0.0", endpoint.port, supported=api.supported,
             max_frame_bytes=config["socket.request.max.bytes"], limits=ConnectionLimits.from_config(config)))
-        ibl = config["inter.broker.listener.name"]
         fetchers = ReplicaFetcherManager(config.node_id, self.replicas, client("replication"),
-                                         ibl.upper() if ibl else endpoint.listener,
+                                         inter_broker_listener,
                                          fetch_max_bytes=config["replica.fetch.response.max.bytes"],
                                          partition_max_bytes=config["replica.fetch.max.bytes"])
         nursery.start_soon(self.lifecycle.run)

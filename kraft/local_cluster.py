@@ -152,6 +152,9 @@ class LocalCluster:
             "default.replication.factor": str(min(3, len(self.brokers))),
             "offsets.topic.replication.factor": str(min(3, len(self.brokers))),
             "offsets.topic.num.partitions": "10",
+            "transaction.state.log.replication.factor": str(min(3, len(self.brokers))),
+            "transaction.state.log.min.isr": str(min(2, len(self.brokers))),
+            "transaction.state.log.num.partitions": "10",
         }
         props.update(self.overrides)
         return props

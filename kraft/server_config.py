@@ -114,6 +114,15 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("group.initial.rebalance.delay.ms", "int", 3000, validate=_at_least(0)),
     _K("group.min.session.timeout.ms", "int", 6000),
     _K("group.max.session.timeout.ms", "int", 1800000),
+    # Transactions (broker/txn)
+    _K("transaction.state.log.num.partitions", "int", 50, validate=_at_least(1)),
+    _K("transaction.state.log.replication.factor", "int", 3, validate=_at_least(1)),
+    _K("transaction.state.log.min.isr", "int", 2, validate=_at_least(1)),
+    _K("transaction.state.log.segment.bytes", "int", 104857600, validate=_at_least(1)),
+    _K("transaction.max.timeout.ms", "int", 900000, validate=_at_least(1)),
+    _K("transactional.id.expiration.ms", "int", 604800000, validate=_at_least(1)),
+    _K("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, validate=_at_least(1)),
+    _K("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, validate=_at_least(1)),
     # KRaft quorum and broker lifecycle
     _K("controller.quorum.election.timeout.ms", "int", 1000, validate=_at_least(1)),
     _K("controller.quorum.fetch.timeout.ms", "int", 2000, validate=_at_least(1)),
@@ -131,6 +140,7 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        validate=lambda v: None if v in ("kraft", "pysyncobj") else "must be kraft or pysyncobj"),
     _K("controller.quorum.pysyncobj.password", "password", None),
     _K("kraft.unsafe.ack.before.replication", "bool", False),
+    _K("kraft.unsafe.read.committed.high.watermark", "bool", False),
     _K("kraft.log.open.files.max", "int", 1024, validate=_at_least(1)),
 ]}
 
@@ -139,7 +149,6 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
 ACCEPTED_AND_IGNORED = frozenset({
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
     "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
-    "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
     "num.replica.fetchers", "queued.max.requests", "background.threads",
     "group.coordinator.rebalance.protocols", "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr", "log.preallocate", "controller.socket.timeout.ms",

@@ -35,7 +35,13 @@ A compacted log keeps, for every key, at least the last record written with that
    for compacted topics at produce time, so any found here predate the topic becoming
    compacted and deleting data the user wrote is not the cleaner's call.
    Control batches (transaction markers) are kept as they are, and so is the data of a
-   transaction whose marker is not in the log yet.
+   transaction whose marker is not in the log yet (the broker passes the last stable
+   offset as the upper bound, so an undecided transaction is not even in the dirty part).
+   The ``.txnindex`` entries of the segments of a group are copied to the cleaned segment:
+   a READ_COMMITTED reader still learns of an aborted transaction whose data is gone
+   (harmless) or not yet cleaned.  Markers are never removed (Kafka removes them once
+   ``delete.retention.ms`` has passed after the transaction's data is gone); kraft keeps
+   them, which costs one small batch per transaction and partition.
 
    A batch keeps its original bytes when nothing in it changes.  A rewritten batch keeps
    its base offset, last offset delta, producer id/epoch, base sequence, partition leader
@@ -90,6 +96,7 @@ from kraft.log.config import INT32_MAX
 from kraft.log.log import Log
 from kraft.log.scan import TornBatch, scan_file
 from kraft.log.segment import CLEANED_SUFFIX, LogSegment
+from kraft.log.txn_index import read_entries
 from kraft.records.batch import LOG_APPEND_TIME, RecordBatch
 from kraft.records.compression import NONE
 from kraft.records.control import ControlType, decode_control_key
@@ -399,6 +406,10 @@ class LogCleaner:
                         buf, placed = bytearray(), []
             if placed:
                 cleaned.append(buf, placed)
+            # As Kafka's cleaner: the aborted-transaction entries stay with the offsets they
+            # cover (read from the files: the live segments belong to the trio thread).
+            for i in group:
+                cleaned.txn_index.extend(read_entries(snap.segments[i].txn_index.path))
             cleaned.on_become_inactive()
             cleaned.flush()
             # As in Kafka: the cleaned segment keeps the newest modification time of the

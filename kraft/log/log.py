@@ -65,6 +65,7 @@ from kraft.log.errors import LogClosedError, LogError, OffsetOutOfRangeError
 from kraft.log.file_cache import SEGMENT_FILES, OpenFileCache
 from kraft.log.recovery import LoadResult, load_segments, remove_segment_files
 from kraft.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment, ReadResult
+from kraft.log.txn_index import AbortedTxn
 from kraft.records.header import BatchHeader
 
 
@@ -325,16 +326,46 @@ class Log:
         return None
 
     def iter_batches(self, start_offset: int | None = None, *,
-                     with_data: bool = False) -> Iterator[tuple[BatchHeader, bytes | None]]:
+                     with_data: bool | Callable[[BatchHeader], bool] = False,
+                     ) -> Iterator[tuple[BatchHeader, bytes | None]]:
         """Yield ``(header, bytes or None)`` for each batch holding ``start_offset`` (default:
         the log start) or later; the hook for rebuilding leader-epoch and producer state.
-        The log must not be modified while the iterator is in use."""
+        ``with_data`` may be a predicate on the header: only those batches are read (the
+        producer state reads transaction markers only).  The log must not be modified
+        while the iterator is in use."""
         self._check_open()
         start = self._lso if start_offset is None else start_offset
         i = max(bisect_right(self._bases, start) - 1, 0)
+        wanted = with_data if callable(with_data) else (lambda h: with_data)
         for seg in self._segments[i:]:
             for pos, h in seg.iter_headers(start):
-                yield h, (seg.read_bytes(pos, h.size) if with_data else None)
+                yield h, (seg.read_bytes(pos, h.size) if wanted(h) else None)
+
+    # -- aborted transactions ------------------------------------------------------------
+    def segment_holding(self, offset: int) -> LogSegment:
+        """The segment whose offsets include ``offset`` (the first one below its start)."""
+        return self._segments[max(bisect_right(self._bases, offset) - 1, 0)]
+
+    def append_aborted_txn(self, entry: AbortedTxn) -> None:
+        """Index an aborted transaction in the segment holding its ABORT marker (the caller,
+        who knows producer state, appended the marker at ``entry.last_offset``)."""
+        self._check_open()
+        self.segment_holding(entry.last_offset).txn_index.append(entry)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions a READ_COMMITTED fetch of ``[fetch_offset,
+        upper_bound_offset)`` must report: those ending at or after ``fetch_offset`` and
+        starting below the bound, from the segment holding ``fetch_offset`` on (entries
+        live with their markers, which may be in later segments; see ``txn_index.py``)."""
+        self._check_open()
+        found: list[AbortedTxn] = []
+        i = max(bisect_right(self._bases, fetch_offset) - 1, 0)
+        for seg in self._segments[i:]:
+            search = seg.txn_index.collect(fetch_offset, upper_bound_offset)
+            found.extend(search.aborted)
+            if search.complete:
+                break
+        return found
 
     # -- truncation and deletion ---------------------------------------------------------
     def truncate_to(self, offset: int) -> bool:
@@ -477,9 +508,14 @@ class Log:
             raise LogError(f"cannot replace {old} with {cleaned}: not a run of inactive segments "
                            "starting at its base offset")
         cleaned.close_fd()
-        final = [self.dir / p.name[: -len(CLEANED_SUFFIX)] for p in cleaned.files()]
+        # The .txnindex goes first in both stages: the .log.swap marks the swap, and once it
+        # exists recovery keeps the cleaned .txnindex it finds (it cannot rebuild one).
+        files = [cleaned.txn_index.path, *(p for p in cleaned.files() if p != cleaned.txn_index.path)]
+        final = [self.dir / p.name[: -len(CLEANED_SUFFIX)] for p in files]
         swaps = [p.with_name(p.name + SWAP_SUFFIX) for p in final]
-        for src, dst in zip(cleaned.files(), swaps):  # the .log first: it marks the swap
+        for src, dst in zip(files, swaps):  # the .log before the indexes: it marks the swap
+            if not src.exists():
+                continue  # a .txnindex exists only for segments with aborted transactions
             os.replace(src, dst)
             step(f"swap {dst.name}")
         fsync_dir(self.dir)
@@ -488,6 +524,8 @@ class Log:
             step(f"delete {seg.base_offset}")
         self._sync_dir()
         for src, dst in zip(swaps, final):
+            if not src.exists():
+                continue
             os.replace(src, dst)
             step(f"rename {dst.name}")
         fsync_dir(self.dir)

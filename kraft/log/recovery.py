@@ -33,10 +33,11 @@ from kraft.log.errors import CorruptIndexError
 from kraft.log.file_cache import SEGMENT_FILES, OpenFileCache
 from kraft.log.scan import TornBatch, scan_file
 from kraft.log.segment import SWAP_SUFFIX, LogSegment, segment_name
+from kraft.log.txn_index import TXN_INDEX_SUFFIX
 
 # Files of ours that a crash can leave behind: segments mid-deletion, cleaner leftovers.
-_STRAY = re.compile(r"[0-9]{20}\.(log|index|timeindex)(\.deleted|\.cleaned|\.swap)")
-_SEGMENT_FILE = re.compile(r"([0-9]{20})\.(log|index|timeindex)")
+_STRAY = re.compile(r"[0-9]{20}\.(log|index|timeindex|txnindex)(\.deleted|\.cleaned|\.swap|\.tmp)")
+_SEGMENT_FILE = re.compile(r"([0-9]{20})\.(log|index|timeindex|txnindex)")
 _LOG_SWAP = re.compile(r"([0-9]{20})\.log\.swap")
 _SUFFIXES = (".log", ".index", ".timeindex")
 
@@ -83,10 +84,15 @@ def _complete_swaps(directory: Path, swaps: list[int], logs: set[int]) -> None:
     for base in sorted(swaps):
         swap = directory / (segment_name(base, ".log") + SWAP_SUFFIX)
         end = max(_swap_end(swap, base), base + 1)
+        txn_swap = directory / (segment_name(base, TXN_INDEX_SUFFIX) + SWAP_SUFFIX)
         for old in [b for b in logs if base <= b < end]:
             for suffix in _SUFFIXES:
                 _unlink(directory / segment_name(old, suffix))
+            if old != base or txn_swap.exists():  # else ``base``'s is already the cleaned one
+                _unlink(directory / segment_name(old, TXN_INDEX_SUFFIX))
             logs.discard(old)
+        if txn_swap.exists():
+            os.replace(txn_swap, directory / segment_name(base, TXN_INDEX_SUFFIX))
         for suffix in _SUFFIXES[1:]:
             _unlink(directory / (segment_name(base, suffix) + SWAP_SUFFIX))
             _unlink(directory / segment_name(base, suffix))  # the replaced segment's, if left
@@ -114,6 +120,7 @@ def _scan_directory(directory: Path) -> list[int]:
     logs: set[int] = set()
     swaps: list[int] = []
     indexes: list[tuple[int, Path]] = []
+    strays: list[os.DirEntry] = []
     for entry in os.scandir(directory):
         if not entry.is_file():
             continue
@@ -122,7 +129,7 @@ def _scan_directory(directory: Path) -> list[int]:
             swaps.append(int(m.group(1)))
             continue
         if _STRAY.fullmatch(entry.name):
-            os.unlink(entry.path)
+            strays.append(entry)
             continue
         m = _SEGMENT_FILE.fullmatch(entry.name)
         if m is None:
@@ -132,6 +139,11 @@ def _scan_directory(directory: Path) -> list[int]:
             logs.add(base)
         else:
             indexes.append((base, Path(entry.path)))
+    # A cleaned .txnindex.swap belongs to its .log.swap (``_complete_swaps`` moves it).
+    kept = {segment_name(b, TXN_INDEX_SUFFIX) + SWAP_SUFFIX for b in swaps}
+    for entry in strays:
+        if entry.name not in kept:
+            os.unlink(entry.path)
     _complete_swaps(directory, swaps, logs)
     for base, path in indexes:
         if base not in logs:  # an index without its log: a half-deleted segment

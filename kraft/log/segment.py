@@ -1,4 +1,5 @@
-"""One segment: ``<base>.log`` (concatenated batches) plus its two sparse indexes.
+"""One segment: ``<base>.log`` (concatenated batches) plus its two sparse indexes and, once
+it holds an ABORT marker, its aborted-transaction index (``.txnindex``, ``txn_index.py``).
 
 A segment knows byte positions and relative offsets; the ``Log`` above it knows which
 segment is active, the log start/end offsets and the recovery point.  Inactive segments
@@ -20,6 +21,7 @@ from kraft.log.errors import CorruptIndexError
 from kraft.log.file_cache import SEGMENT_FILES, OpenFileCache
 from kraft.log.index import OffsetIndex, TimeIndex
 from kraft.log.scan import TornBatch, iter_buffer, scan_file
+from kraft.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from kraft.records.header import BatchHeader
 
 LOG_SUFFIX = ".log"
@@ -71,6 +73,7 @@ class LogSegment:
             directory / (segment_name(base_offset, TIME_INDEX_SUFFIX) + suffix), base_offset,
             config.max_time_index_entries
         )
+        self.txn_index = TransactionIndex(directory / (segment_name(base_offset, TXN_INDEX_SUFFIX) + suffix))
         self.config = config
         self.size = size
         self.created_ms = created_ms
@@ -96,6 +99,7 @@ class LogSegment:
             files.opened(seg)
         seg.offset_index.reset()
         seg.time_index.reset()
+        seg.txn_index.reset()
         seg.needs_fsync = True
         return seg
 
@@ -138,6 +142,7 @@ class LogSegment:
         """Cheap check of both index files.  Raises CorruptIndexError (missing included)."""
         self.offset_index.sanity_check(self.size)
         self.time_index.sanity_check(self.size)
+        self.txn_index.sanity_check()
 
     def ensure_indexes(self) -> int:
         """Load both indexes, rebuilding them from the log if either is corrupt.
@@ -156,7 +161,9 @@ class LogSegment:
     def recover(self, min_offset: int | None = None) -> int:
         """Validate every batch (length, magic, CRC, offsets increasing from ``min_offset``
         and representable relative to the base), truncate the log at the first bad one and
-        rebuild both indexes.  Returns the number of bytes truncated."""
+        rebuild both indexes.  The aborted-transaction index loses the entries of markers
+        cut off (all of them if it is corrupt); the partition checks it against its
+        producer state (``broker.partition``).  Returns the number of bytes truncated."""
         self.offset_index.reset()
         self.time_index.reset()
         self._max_ts = (-1, -1)
@@ -184,6 +191,10 @@ class LogSegment:
             self.needs_fsync = True
         self._bytes_since_index = valid - last_indexed
         self._next_offset = next_offset
+        try:
+            self.txn_index.truncate_to(next_offset)
+        except CorruptIndexError:
+            self.txn_index.reset()
         # Like a closed segment, end the time index with the largest timestamp seen.
         if self._max_ts[0] >= 0:
             self.time_index.maybe_append(*self._max_ts, skip_full_check=True)
@@ -357,6 +368,7 @@ class LogSegment:
         pos, h = found
         self.offset_index.truncate_to(h.base_offset)
         self.time_index.truncate_to(h.base_offset)
+        self.txn_index.truncate_to(h.base_offset)
         os.ftruncate(self.fd, pos)
         self.size = pos
         self.needs_fsync = True
@@ -376,6 +388,7 @@ class LogSegment:
             self.needs_fsync = False
         self.offset_index.write_pending(fsync=True)
         self.time_index.write_pending(fsync=True)
+        self.txn_index.flush()
 
     def finish(self) -> None:
         """Before a clean close: end the time index with the max timestamp (as Kafka's
@@ -395,7 +408,7 @@ class LogSegment:
             self._fd = None
 
     def files(self) -> list[Path]:
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        return [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path]
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size})"

@@ -20,7 +20,7 @@ from enum import IntEnum
 
 from kraft.records.batch import RecordBatch
 from kraft.records.header import NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID
-from kraft.records.errors import InvalidRecordError
+from kraft.records.errors import CorruptRecordError, InvalidRecordError
 from kraft.records.record import Record
 
 
@@ -152,3 +152,28 @@ def control_records(batch: RecordBatch) -> list[tuple[ControlKey, Record]]:
     if not batch.is_control:
         raise InvalidRecordError("not a control batch")
     return [(decode_control_key(r.key), r) for r in batch.records]
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """What a transaction marker batch says: COMMIT or ABORT, by which coordinator epoch."""
+
+    commit: bool
+    coordinator_epoch: int
+
+
+def read_txn_marker(data: bytes) -> TxnMarker | None:
+    """The marker in a control batch's bytes; None when its first record is not a COMMIT or
+    ABORT (a KRaft control record) or does not parse (a reader skips what it cannot read,
+    as Kafka's consumers skip unknown control types)."""
+    try:
+        batch = RecordBatch.decode(data)
+        if not batch.is_control or not batch.records:
+            return None
+        record = batch.records[0]
+        key = decode_control_key(record.key)
+        if key.type not in (ControlType.ABORT, ControlType.COMMIT):
+            return None
+        return TxnMarker(key.type == ControlType.COMMIT, EndTxnMarker.decode(record.value).coordinator_epoch)
+    except (CorruptRecordError, ValueError):
+        return None
