@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jepsen.checkers import check
+from jepsen.checkers import check, render_html
 from jepsen.checkers.txn import ALLOWED, ANOMALIES, check_txn
 from jepsen.checkers.txn_graph import CYCLE_TYPES, Node, find_cycles, order_edges, sccs
 from jepsen.checkers.txn_synth import SCENARIOS, all_scenarios, scenario, serial_history, \
@@ -115,3 +115,5 @@ def test_txn_history_round_trips(tmp_path):
     assert list(r["checkers"]) == ["txn"] and r["valid"] is False
     assert r["stats"]["by-f"]["txn"]["ok"] > 50
     json.dumps(r)
+    page = render_html(r)
+    assert "<td>G2-item</td>" in page and "-rw-&gt;" in page  # cycles show their edges

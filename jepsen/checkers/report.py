@@ -161,6 +161,13 @@ def _op_text(o: dict[str, Any]) -> str:
             f"{html.escape(json.dumps(o.get('value'), default=str))}")
 
 
+def _cycle_text(x: dict[str, Any]) -> str:
+    """``cycle #3 -ww-> #7 -rw-> #3: `` for a cycle anomaly (transactions by invocation)."""
+    steps = x["steps"]
+    path = "".join(f" -{s['type']}-> #{s['to']}" for s in steps)
+    return f"cycle #{steps[0]['from']}{html.escape(path)}: "
+
+
 def render_html(results: dict[str, Any], max_examples: int = 5) -> str:
     """An HTML fragment (a ``<div>``) summarising a results.json document."""
     e = html.escape
@@ -173,7 +180,8 @@ def render_html(results: dict[str, Any], max_examples: int = 5) -> str:
                        "<th>examples (ops)</th></tr>")
             for k, a in r["anomalies"].items():
                 ex = "<br>".join(
-                    f"key {e(str(x.get('key')))}: " + "; ".join(_op_text(o) for o in x["ops"])
+                    (_cycle_text(x) if "steps" in x else f"key {e(str(x.get('key')))}: ")
+                    + "; ".join(_op_text(o) for o in x["ops"])
                     for x in a["examples"][:max_examples])
                 out.append(f"<tr><td>{e(k)}</td><td>{a['count']}</td>"
                            f"<td>{'yes' if a['fatal'] else 'no'}</td><td>{ex}</td></tr>")
