@@ -59,6 +59,12 @@ def test_allowed_anomalies_are_reported_but_not_fatal():
     assert r["anomalies"]["G2-item"]["fatal"] is False
     ops, _ = scenario("G1a")
     assert check_txn(ops)["valid"] is False
+    # A G1c without ww edges (a read from the future) stays fatal; one through ww does not.
+    ops, _ = scenario("G1c-realtime")
+    r = check_txn(ops)
+    assert r["valid"] is False and r["bad-anomaly-types"] == ["G1c-realtime"]
+    assert [s["type"] for s in r["anomalies"]["G1c-realtime"]["examples"][0]["steps"]] \
+        == ["wr", "realtime"]
     assert "G1a" not in ALLOWED and "G1b" not in ALLOWED
 
 

@@ -33,7 +33,9 @@ Jepsen's Kafka test allows some of what it reports, and so does this checker by 
 (:data:`ALLOWED`): ``G0`` cycles (transactions' writes interleave in Kafka: the offsets
 of two transactions' sends to two partitions may be in opposite orders), ``G1c`` (with
 ``ww`` edges inferred from offsets, ``t1 -ww-> t2 -wr-> t1`` is normal for the same
-reason), and every cycle with an ``rw`` edge (a poll stops at ``max.poll.records`` or
+reason) *unless* a cycle has no ``ww`` edge (made of ``wr``, process and realtime edges
+only, it means a poll saw a write before it was committed, or before it was sent: Jepsen
+runs without ``ww`` edges by default and finds exactly these), and every cycle with an ``rw`` edge (a poll stops at ``max.poll.records`` or
 the end of a fetch, so "the highest offset it read" does not mean "the next did not exist
 yet"; Jepsen's test draws no ``rw`` edges at all).  They are reported, with
 ``fatal: false``.  ``check_txn(..., allowed=())`` makes every anomaly fatal.  With
@@ -255,9 +257,12 @@ def finish(parts: list[dict], nodes: dict[int, txn_graph.Node], data_rows, refs_
                   "lag": {"worst": None, "sum-ns": 0, "n": 0}})
     result = queue.merge_parts(parts, t0, bucket_ns, sub_via, max_examples)
     result["partitions"] -= 1
-    fatal = (queue.fatal_types(sub_via) | set(EXTRA_ANOMALIES)
-             | set(txn_graph.CYCLE_TYPES)) - set(allowed)
+    fatal = set(queue.fatal_types(sub_via) | set(EXTRA_ANOMALIES)
+                | set(txn_graph.CYCLE_TYPES)) - set(allowed)
     for k, a in result["anomalies"].items():
+        if k.startswith("G1c") and any(all(st["type"] != "ww" for st in x["steps"])
+                                       for x in a["examples"]):
+            fatal.add(k)  # a ww-free G1c: a poll saw an uncommitted or future write
         a["fatal"] = k in fatal
     bad = sorted(k for k in result["anomalies"] if k in fatal)
     result["valid"] = not bad
