@@ -12,7 +12,7 @@ pytest.importorskip("pyspark")
 from jepsen.checkers import check  # noqa: E402
 from jepsen.checkers.spark import spark_session  # noqa: E402
 from jepsen.checkers.txn import check_txn, edge_rows, records_of  # noqa: E402
-from jepsen.checkers.txn_spark import edge_frame, micro_op_frames, spark_check_txn  # noqa: E402
+from jepsen.checkers.txn_spark import edge_frame, micro_op_frames  # noqa: E402
 from jepsen.checkers.txn_synth import all_scenarios, txn_history  # noqa: E402
 from jepsen.checkers._common import flatten  # noqa: E402
 from jepsen.checkers.queue import SendRec  # noqa: E402
@@ -38,7 +38,7 @@ def _combined() -> tuple[list[Op], dict]:
     """Every seeded scenario, then a clean simulated run on other keys and processes."""
     ops, expected = all_scenarios()
     base_i, base_t = len(ops), ops[-1].time + 1000
-    for o in txn_history(2000, seed=11):
+    for o in txn_history(1200, seed=11):
         v = o.value
         if o.f == "assign":
             v = [k + 500 for k in v]
@@ -78,16 +78,13 @@ def test_spark_builds_the_same_dependency_rows(spark, tmp_path):
 def test_spark_matches_the_pure_path_on_every_anomaly(spark, tmp_path):
     ops, expected = _combined()
     write_history(ops, tmp_path)
-    rs = spark_check_txn(spark, tmp_path, allowed=())
-    rp = check_txn(ops, allowed=())
-    assert _comparable(rs) == _comparable(rp)
-    assert set(rs["anomalies"]) == set().union(*expected.values())
-
-
-def test_the_generic_entry_point_runs_the_txn_checker_on_spark(spark, tmp_path):
-    ops, _ = all_scenarios()
-    write_history(ops, tmp_path)
-    r = check(tmp_path, spark=spark)
-    assert r["engine"] == "spark" and list(r["checkers"]) == ["txn"]
-    assert r["checkers"]["txn"]["bad-anomaly-types"] == check_txn(ops)["bad-anomaly-types"]
-    assert r["valid"] is False
+    rs = check(tmp_path, spark=spark)  # the generic entry point picks the txn checker
+    rp = check(ops)
+    assert rs["engine"] == "spark" and list(rs["checkers"]) == ["txn"]
+    assert _comparable(rs["checkers"]) == _comparable(rp["checkers"])
+    assert _comparable(rs["stats"]) == _comparable(rp["stats"])
+    t = rs["checkers"]["txn"]
+    assert set(t["anomalies"]) == set().union(*expected.values())
+    assert t["anomalies"]["G2-item"]["fatal"] is False  # allowed by default
+    assert {"G1a", "G1b", "G1c", "lost-write"} <= set(t["bad-anomaly-types"])
+    assert rs["valid"] is False and t["graph"]["nodes"] > 500
