@@ -18,7 +18,8 @@ Two kinds of analysis:
   writes to the key but not another one lying between offsets it did read (so neither
   where its polls started nor where they stopped explains it); **precommitted-read**: a transaction
   polled a value it sent itself (a ``read_committed`` consumer never sees records of an
-  open transaction).
+  open transaction).  These anomalies show the micro-op (``f`` ``send`` or ``poll``) with
+  the ``invoke-index`` of its transaction.
 * **Dependencies** (:func:`edge_rows`, also per key): the *version order* of a key is its
   known offsets, sorted (from ok sends and polls; gaps are transaction markers).  ``ww``:
   the writers of two consecutive versions; ``wr``: the writer of the highest version a
@@ -256,7 +257,7 @@ def finish(parts: list[dict], nodes: dict[int, txn_graph.Node], data_rows, refs_
     parts.append({"anomalies": cyc, "unseen-acked": {}, "unseen-seen": {},
                   "lag": {"worst": None, "sum-ns": 0, "n": 0}})
     result = queue.merge_parts(parts, t0, bucket_ns, sub_via, max_examples)
-    result["partitions"] -= 1
+    result["partitions"] -= 1  # the cycles' part is no partition
     fatal = set(queue.fatal_types(sub_via) | set(EXTRA_ANOMALIES)
                 | set(txn_graph.CYCLE_TYPES)) - set(allowed)
     for k, a in result["anomalies"].items():

@@ -108,6 +108,7 @@ class TxnClient:
             "topic.metadata.refresh.interval.ms": 1000, **_librdkafka_debug(),
         })
         self.positions: dict[int, int] = {}
+        self.assigned: list[int] = []
         self.producer.init_transactions(timeout_s)
 
     def _tp(self, key: int, offset: int | None = None):
