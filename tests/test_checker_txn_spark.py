@@ -1,5 +1,5 @@
 """The txn checker on Spark agrees with the single-process path. One local Spark session
-serves the module."""
+serves the test session (stopped at its end, as test_checker_spark's)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from jepsen.checkers.spark import history_frame, paired_frame  # noqa: E402
 from jepsen.history import Op, write_history  # noqa: E402
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # getOrCreate: the same session as other modules' fixtures
 def spark(tmp_path_factory):
     s = spark_session("local[2]", shuffle_partitions=4,
                       log_dir=str(tmp_path_factory.mktemp("spark-logs")))
