@@ -86,7 +86,7 @@ def edge_frame(sends, reads):
                   F.col("next").alias("value2")))
     final = (reads.groupBy("id", "key").agg(F.max(F.struct("offset", "value")).alias("t"))
              .select(F.col("id").alias("r"), "key", F.col("t.offset").alias("offset"),
-                     F.col("t.value").alias("value")))
+                     F.col("t.value").alias("value"))).persist()
     wr = (final.join(w1, ["key", "value"]).filter(F.col("a") != F.col("r"))
           .select("a", F.col("r").alias("b"), F.lit("wr").alias("type"), "key", "value",
                   F.lit(None).cast("long").alias("value2")))
@@ -95,7 +95,7 @@ def edge_frame(sends, reads):
           .filter(F.col("b") != F.col("r"))
           .select(F.col("r").alias("a"), "b", F.lit("rw").alias("type"), "key", "value",
                   F.col("next").alias("value2")))
-    return ww.unionByName(wr).unionByName(rw), [order, writer]
+    return ww.unionByName(wr).unionByName(rw), [order, writer, final]
 
 
 def spark_check_txn(spark, source, sub_via: str | None = None,
