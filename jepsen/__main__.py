@@ -38,7 +38,7 @@ def main() -> None:
 @click.option("--spark-master", default="local[*]", show_default=True,
               help="Spark master URL to check on.")
 @click.option("--no-spark", is_flag=True, help="Check in this process, without Spark.")
-@click.option("--workload", type=click.Choice(["auto", "queue", "linearizable"]),
+@click.option("--workload", type=click.Choice(["auto", "queue", "txn", "linearizable"]),
               default="auto", show_default=True)
 @click.option("--model", type=click.Choice(sorted(linear.MODELS)), default="cas-register",
               show_default=True, help="Model for the linearizability checker.")

@@ -18,7 +18,7 @@ from typing import Any
 from jepsen import report, store
 from jepsen.runner import ENGINES, RunResult, TestOptions, refuse_unsupported, run_test
 
-MAIN_F = {"queue": "send", "register": "write"}
+MAIN_F = {"queue": "send", "register": "write", "txn": "txn"}
 
 
 def row_of(i: int, opts: TestOptions, r: RunResult) -> dict[str, Any]:

@@ -20,6 +20,14 @@ Values are plain JSON data.  Queue workload (key = partition)::
     poll   invoke null                    ok {key: [[offset, value], ...], ...}
     assign / subscribe  invoke [key, ...] ok the same
 
+Txn workload (each operation a transaction of micro-ops; integer keys and values)::
+
+    txn    invoke [["send", key, value], ["poll"], ...]
+           ok     [["send", key, [offset, value]], ["poll", {key: [[offset, value], ...]}],
+                   ...]
+           fail / info   the invocation's micro-ops (aborted for sure / may have committed)
+    assign invoke [key, ...]              ok the same
+
 Register workload (independent keys)::
 
     read   invoke [key, null]   ok [key, v]

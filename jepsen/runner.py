@@ -21,7 +21,7 @@ Theory of operation
    retires the process: its clients are closed and the worker carries on as process
    ``p + concurrency``.  Meanwhile ``jepsen.nemesis.run_schedule`` plays the seeded
    fault schedule into the same history, ending with a heal and a recovery wait.
-4. **drain** (queue) -- a fresh consumer reads every partition from the beginning up to
+4. **drain** (queue, txn) -- a fresh consumer reads every partition from the beginning up to
    the highest offset any ok operation saw (``jepsen.workloads.queue.drain``).
 5. **check** -- the history is written as JSON lines (live, flushed per record) and
    Parquet; ``jepsen.checkers.check_store`` writes results.json (Spark by default,
@@ -441,7 +441,7 @@ def _check(run_dir: Path, workload, opts: TestOptions, spark: Any) -> dict[str, 
     from jepsen.checkers import check_store
 
     kw = dict(workload=workload.checker, model="register",
-              sub_via=opts.sub_via if opts.workload == "queue" else None,
+              sub_via=opts.sub_via if opts.workload in ("queue", "txn") else None,
               progress=opts.progress)
     if not opts.spark:
         return check_store(run_dir, spark=None, **kw)
@@ -587,7 +587,7 @@ class _Phase:
                 self.say(f"workload and nemesis done after {elapsed:.1f}s: {client_ops} ops "
                          f"({self.ops_per_s}/s) {self.rec.counts}")
                 drained = None
-                if self.workload.name == "queue":
+                if self.workload.name in ("queue", "txn"):
                     deadline = time.monotonic() + self.opts.drain_timeout_s
                     drained = await _drain(self, deadline)
                     self.say(f"drain: complete={drained['complete']} "
@@ -600,7 +600,10 @@ class _Phase:
 
 
 async def _drain(phase: _Phase, deadline: float):
-    from jepsen.workloads.queue import drain
+    if phase.workload.name == "txn":
+        from jepsen.workloads.txn import drain
+    else:
+        from jepsen.workloads.queue import drain
 
     def record(process, type_, f, value, error=None):
         phase.rec.add(process, type_, f, value, error)

@@ -4,6 +4,8 @@ Entry points:
 
 * ``check_queue(history)`` -- Jepsen's Kafka-workload anomalies (``queue``).
 * ``check_linearizable(history, model)`` -- WGL search per key (``linear``).
+* ``check_txn(history)`` -- transactions: Jepsen's Kafka-transaction anomalies and Elle's
+  cycles (``txn``; on Spark ``txn_spark.spark_check_txn``).
 * ``check(source, spark=...)`` / ``check_store(run_dir, spark=...)`` -- pick the checkers
   a history needs, run them in this process or on Spark, and build results.json.
 * ``spark_session(master)`` -- a quiet SparkSession (``jepsen.checkers.spark``).
@@ -22,6 +24,9 @@ results.json::
                                                                       "unseen"}]},
                  "realtime-lag": {"worst": {"key", "lag-ns", "value", "ops"},
                                   "mean-ns", "sends-seen"}},
+       "txn": {the queue fields, "graph": {"nodes", "edges": {type: n}, "sccs"};
+               a cycle anomaly: {"cycle": [invoke-index, ...], "steps": [{"from", "to",
+               "type", "key", "value", "value'"}], "ops": [op-ref, ...]}},
        "linearizable": {"valid", "model", "keys", "ops", "steps", "unknown-count",
                         "unknown-keys", "failures": {"count", "examples": [
                             {"key", "valid", "ops", "steps", "op": op-ref,
@@ -39,6 +44,7 @@ from jepsen.checkers._common import UNKNOWN, merge_valid
 from jepsen.checkers.linear import MODELS, check_linearizable
 from jepsen.checkers.queue import ANOMALIES, check_queue
 from jepsen.checkers.report import check, check_store, render_html, write_results
+from jepsen.checkers.txn import check_txn
 
 
 def spark_session(*args, **kwargs):
@@ -55,6 +61,7 @@ __all__ = [
     "check",
     "check_linearizable",
     "check_queue",
+    "check_txn",
     "check_store",
     "merge_valid",
     "render_html",

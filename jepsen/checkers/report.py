@@ -23,7 +23,9 @@ def _workloads(fs: set[str], workload: str, model: linear.Model) -> list[str]:
     if workload != "auto":
         return [workload]
     out = []
-    if fs & QUEUE_FS:
+    if "txn" in fs:
+        out.append("txn")
+    elif fs & QUEUE_FS:
         out.append("queue")
     if fs & (model.fs - {"read"}) or (not out and "read" in fs):
         out.append("linearizable")
@@ -39,7 +41,8 @@ def check(source: str | os.PathLike[str] | Iterable[Op], *, spark: Any = None,
     Args:
         source: a run folder, a history file, or ops in memory.
         spark: a SparkSession to run on; ``None`` runs the single-process path.
-        workload: ``auto`` (by the functions present), ``queue`` or ``linearizable``.
+        workload: ``auto`` (by the functions present), ``queue``, ``txn`` or
+            ``linearizable``.
         model: the linearizability model (see ``jepsen.checkers.linear.MODELS``).
         keyed: register values are ``[key, payload]`` over independent keys.
         sub_via: ``assign`` or ``subscribe`` for the queue checker (inferred if None).
@@ -66,10 +69,14 @@ def check(source: str | os.PathLike[str] | Iterable[Op], *, spark: Any = None,
         for w in _workloads({fl.f for fl in flats}, workload, m):
             if w == "queue":
                 results[w] = queue.check_queue(ops, sub_via=sub_via)
+            elif w == "txn":
+                from jepsen.checkers.txn import check_txn
+                results[w] = check_txn(ops, sub_via=sub_via)
             else:
                 results[w] = linear.check_linearizable(ops, m, keyed, budget)
             say(f"{w} checked")
-        stats = results["queue"].pop("stats") if "queue" in results \
+        with_stats = [w for w in ("queue", "txn") if w in results]
+        stats = results[with_stats[0]].pop("stats") if with_stats \
             else basic_stats(flats, *grid_of(flats))
         records = len(ops)
     else:
@@ -85,11 +92,15 @@ def check(source: str | os.PathLike[str] | Iterable[Op], *, spark: Any = None,
             for w in _workloads(fs, workload, m):
                 if w == "queue":
                     results[w] = sp.spark_check_queue(spark, source, sub_via=sub_via)
+                elif w == "txn":
+                    from jepsen.checkers.txn_spark import spark_check_txn
+                    results[w] = spark_check_txn(spark, source, sub_via=sub_via)
                 else:
                     results[w] = sp.spark_check_linearizable(spark, source, m, keyed, budget)
                 say(f"{w} checked")
-            if "queue" in results:
-                stats = results["queue"].pop("stats")
+            with_stats = [w for w in ("queue", "txn") if w in results]
+            if with_stats:
+                stats = results[with_stats[0]].pop("stats")
             else:
                 with sp.phase(spark, "statistics"):
                     paired = sp.paired_frame(df).persist()
@@ -150,6 +161,13 @@ def _op_text(o: dict[str, Any]) -> str:
             f"{html.escape(json.dumps(o.get('value'), default=str))}")
 
 
+def _cycle_text(x: dict[str, Any]) -> str:
+    """``cycle #3 -ww-> #7 -rw-> #3: `` for a cycle anomaly (transactions by invocation)."""
+    steps = x["steps"]
+    path = "".join(f" -{s['type']}-> #{s['to']}" for s in steps)
+    return f"cycle #{steps[0]['from']}{html.escape(path)}: "
+
+
 def render_html(results: dict[str, Any], max_examples: int = 5) -> str:
     """An HTML fragment (a ``<div>``) summarising a results.json document."""
     e = html.escape
@@ -162,7 +180,8 @@ def render_html(results: dict[str, Any], max_examples: int = 5) -> str:
                        "<th>examples (ops)</th></tr>")
             for k, a in r["anomalies"].items():
                 ex = "<br>".join(
-                    f"key {e(str(x.get('key')))}: " + "; ".join(_op_text(o) for o in x["ops"])
+                    (_cycle_text(x) if "steps" in x else f"key {e(str(x.get('key')))}: ")
+                    + "; ".join(_op_text(o) for o in x["ops"])
                     for x in a["examples"][:max_examples])
                 out.append(f"<tr><td>{e(k)}</td><td>{a['count']}</td>"
                            f"<td>{'yes' if a['fatal'] else 'no'}</td><td>{ex}</td></tr>")
