@@ -237,21 +237,23 @@ class FetchSessionHandler:
 
     def build(self, positions: dict, changed=None) -> tuple[int, int, dict, list]:
         """(session_id, session_epoch, key -> position to send, keys to forget).
-        ``changed``: when given, the only keys whose position may have changed since the
-        last call, which had the same keys (so the cost is in proportion to it)."""
+        ``changed``: when given, the only keys whose position may have changed, or that
+        were added or removed, since the last call (so the cost is in proportion to it)."""
         if self.session_id == 0:
             self._pending = (True, dict(positions), [])
             return 0, INITIAL_EPOCH, positions, []
         sent = self._sent
         send = {}
+        forget = [] if changed is not None else [k for k in sent if k not in positions]
         for k in (positions if changed is None else changed):
             pos = positions.get(k)
             if pos is None:
+                if changed is not None and k in sent:
+                    forget.append(k)
                 continue
             was = sent.get(k)
             if was is not pos and was != pos:
                 send[k] = pos
-        forget = [] if changed is not None else [k for k in self._sent if k not in positions]
         self._pending = (False, send, forget)
         return self.session_id, self.epoch, send, forget
 
