@@ -89,6 +89,20 @@ def all_led(cluster: LocalCluster, topics: list[str], per_topic: int) -> tuple[i
     return led, known
 
 
+def replicas_hosted(cluster: LocalCluster) -> dict[int, int]:
+    """node id -> replicas its log directory holds (DescribeLogDirs): a partition is led as
+    soon as the metadata says so, but its followers still have to create their replicas."""
+    out = {}
+    for node_id, node in cluster.nodes.items():
+        try:
+            dirs = request(node.host, node.broker_port, "DescribeLogDirs", 1, {"topics": None},
+                           timeout_s=60)["results"]
+            out[node_id] = sum(len(t["partitions"]) for d in dirs for t in d["topics"])
+        except Exception:  # noqa: BLE001 - a node that does not answer holds none we know of
+            out[node_id] = -1
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--topics", type=int, default=20)
@@ -150,6 +164,12 @@ def main() -> int:
                 failures.append(f"only {led}/{total} partitions led")
             elif led_s > 30:
                 failures.append(f"all partitions led only after {led_s:.1f}s (more than 30 s)")
+            while time.monotonic() < deadline:  # every follower's replica exists too
+                hosted = replicas_hosted(cluster)
+                if all(n >= total for n in hosted.values()):
+                    break
+                time.sleep(2)
+            print(f"every replica created after {time.monotonic() - t0:.1f}s: {hosted}", flush=True)
             quorum_after = quorum(cluster)
             print(f"quorum (leader, epoch) before {quorum_before}, after creation {quorum_after}", flush=True)
             if set(quorum_after.values()) != set(quorum_before.values()):

@@ -76,6 +76,7 @@ class BrokerApi:
         # (No data path: tests of the request router alone.)
         self.txn_markers = (TxnMarkerWriter(data_path.replicas, config["request.timeout.ms"])
                             if data_path is not None else None)
+        self._partitions_cache: dict = {}  # topic name -> (topic, live brokers, Metadata partitions)
 
     async def handle(self, request: rpc.Request) -> dict | None:
         api, version, body = request.api, request.version, request.body
@@ -185,20 +186,33 @@ class BrokerApi:
                 topics.append({"error_code": error, "name": name, "partitions": [],
                                "topic_authorized_operations": -2147483648})
                 continue
-            partitions = []
-            for index in sorted(topic.partitions):
-                reg = topic.partitions[index]
-                leader = reg.leader if reg.leader in alive else -1
-                partitions.append({
-                    "error_code": 0 if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
-                    "partition_index": index, "leader_id": leader, "leader_epoch": reg.leader_epoch,
-                    "replica_nodes": list(reg.replicas), "isr_nodes": list(reg.isr),
-                    "offline_replicas": [r for r in reg.replicas if r not in alive]})
             topics.append({"error_code": 0, "name": name, "topic_id": topic.id,
-                           "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
+                           "is_internal": name in INTERNAL_TOPICS, "partitions": self._partitions(topic, alive),
                            "topic_authorized_operations": -2147483648})
         return {"brokers": brokers, "cluster_id": self.cluster_id, "controller_id": self._controller_id(alive),
                 "topics": topics, "cluster_authorized_operations": -2147483648}
+
+    def _partitions(self, topic, alive: set[int]) -> list[dict]:
+        """A topic's partitions as Metadata answers them, kept while the topic and the live
+        brokers stay the same: images share unchanged topics, and clients ask again and
+        again (librdkafka refreshes the metadata of 20,000 partitions on every leader
+        error, and building the answer was an eighth of a node's CPU under load)."""
+        cached = self._partitions_cache.get(topic.name)
+        if cached is not None and cached[0] is topic and cached[1] == alive:
+            return cached[2]
+        partitions = []
+        for index in sorted(topic.partitions):
+            reg = topic.partitions[index]
+            leader = reg.leader if reg.leader in alive else -1
+            partitions.append({
+                "error_code": 0 if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                "partition_index": index, "leader_id": leader, "leader_epoch": reg.leader_epoch,
+                "replica_nodes": list(reg.replicas), "isr_nodes": list(reg.isr),
+                "offline_replicas": [r for r in reg.replicas if r not in alive]})
+        if len(self._partitions_cache) > 10_000:
+            self._partitions_cache.clear()
+        self._partitions_cache[topic.name] = (topic, frozenset(alive), partitions)
+        return partitions
 
     def _controller_id(self, alive: set[int]) -> int:
         """The "controller" named to clients, which send it their admin requests: in KRaft any

@@ -35,6 +35,7 @@ class DataPath:
     def __init__(self, replicas: ReplicaManager):
         self.replicas = replicas
         self.sessions = FetchSessionCache()  # incremental fetch sessions (KIP-227)
+        replicas.change_sinks.append(self.sessions.changes)  # followers' sessions skip quiet partitions
 
     # ------------------------------------------------------------------- produce
 
@@ -179,17 +180,19 @@ class DataPath:
         for topic in body.get("forgotten_topics_data") or ():
             key = topic["topic_id"] if version >= 13 else topic["topic"]
             forgotten.extend((key, index) for index in topic["partitions"])
-        ctx = self.sessions.context(body, version, wanted, forgotten)
+        ctx = self.sessions.context(body, version, wanted, forgotten, follower=is_follower)
         if ctx.error != ErrorCode.NONE:
             return {"error_code": int(ctx.error), "session_id": ctx.response_session_id, "responses": []}
         wanted = ctx.wanted
-        session = ctx.session if ctx.incremental and is_follower else None
+        session = ctx.session if is_follower else None  # reads only what changed
+        if session is not None:
+            session.replica_id, session.last_fetch_ms = replica_id, clock.monotonic_ms()
         deadline = trio.current_time() + max_wait_s
         results: dict = {}  # position in ``wanted`` -> response, filled in as read
         committed = version >= 4 and body.get("isolation_level") == READ_COMMITTED and not is_follower
         total, waiting = self._read_all(list(enumerate(wanted)), results, replica_id, is_follower,
                                         max_bytes, version, session, committed)
-        if total < min_bytes and max_wait_s > 0 and waiting:
+        if total < min_bytes and max_wait_s > 0 and (waiting or session is not None):
             # Long poll: wait for a change of a partition that had nothing, then read only
             # those that changed (a follower's fetch covers thousands of partitions).
             woken: list = []
@@ -198,10 +201,18 @@ class DataPath:
             def wake(partition):
                 woken.append(partition)
                 wakeup[0].set()
+
+            def wake_quiet(partition, entry):  # a quiet partition changed: read it
+                if partition not in waiting:  # else this fetch read it, and waits for it
+                    wanted.append(entry)
+                    waiting[partition] = (len(wanted) - 1, entry)
+                wake(partition)
             for partition in waiting:
                 partition.watch(wake)
+            if session is not None:
+                session.wake = wake_quiet
             try:
-                while total < min_bytes and waiting and trio.current_time() < deadline:
+                while total < min_bytes and (waiting or session is not None) and trio.current_time() < deadline:
                     with trio.move_on_at(deadline):
                         await wakeup[0].wait()
                     wakeup[0] = trio.Event()
@@ -216,6 +227,8 @@ class DataPath:
             finally:
                 for partition in waiting:
                     partition.unwatch(wake)
+                if session is not None and session.wake is wake_quiet:
+                    session.wake = None
         responses = _group(wanted, results, version)
         if ctx.session is not None:  # a session answers what changed (incremental) and
             # notes what it told (both): see broker/fetch_session.py
@@ -232,8 +245,7 @@ class DataPath:
                   read_committed: bool = False):
         """Read ``entries`` (position in the request, (topic, name, partition)) into
         ``results``; returns the bytes read and the partitions that had none, by partition.
-        With a follower's incremental ``session``, skip those it knows have nothing new
-        (``FetchSession.is_quiet``)."""
+        A follower's ``session`` notes which ones it need not read until they change."""
         now = clock.monotonic_ms()
         total = 0
         idle = {}  # partition -> entry: a long poll waits for them
@@ -241,9 +253,6 @@ class DataPath:
             i, (topic, name, p) = entry
             partition = self.replicas.get(name, p["partition"]) if name else None
             key = topic["topic_id"] if version >= 13 else name
-            if session is not None and partition is not None and session.is_quiet((key, p["partition"]), partition):
-                idle[partition] = entry
-                continue
             resp = self._read_partition(name, p, replica_id, is_follower, max(max_bytes - total, 0), now,
                                         read_committed)
             data = resp.get("records") or b""
@@ -252,7 +261,7 @@ class DataPath:
                 idle[partition] = entry
             if session is not None and partition is not None:
                 st = partition.state
-                session.note_read((key, p["partition"]), partition, quiet=(
+                session.note_read((key, p["partition"]), quiet=(
                     not data and resp["error_code"] == 0 and "diverging_epoch" not in resp
                     and p["fetch_offset"] == st.log_end_offset and st.pending is None
                     and replica_id in st.isr))

@@ -372,6 +372,13 @@ class PartitionState:
         return FollowerFetchResult(ErrorCode.NONE, self.high_watermark, self.log_start_offset,
                                    None, tuple(completed), proposal)
 
+    def note_caught_up(self, replica_id: int, at_ms: int) -> None:
+        """Follower ``replica_id`` was at the log end at ``at_ms``: a fetch then skipped
+        the partition because nothing had changed (``broker/fetch_session.py``)."""
+        state = self.remote.get(replica_id)
+        if state is not None and replica_id != self.local_id:
+            state.last_caught_up_time_ms = max(state.last_caught_up_time_ms, at_ms)
+
     # ---------------------------------------------------------- ISR changes
 
     def maybe_expand_isr(self, replica_id: int) -> IsrProposal | None:

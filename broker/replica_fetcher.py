@@ -65,7 +65,7 @@ class ReplicaFetcherManager:
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
             while True:
-                for leader_id in self.replicas.followers_by_leader():
+                for leader_id in self.replicas.followed_leaders():
                     if leader_id not in self._running:
                         self._running.add(leader_id)
                         nursery.start_soon(self._fetch_loop, leader_id)
@@ -73,32 +73,33 @@ class ReplicaFetcherManager:
 
     async def _fetch_loop(self, leader_id: int) -> None:
         session = FetchSessionHandler()
-        changed: set = set()  # partitions that notified a change (``Partition.notify``)
+        # The partitions that changed (``Partition.notify``), or started or stopped being
+        # followed from some leader (``ReplicaManager._track``), since the last round.
+        changed: set = set()
         self.replicas.change_sinks.append(changed)
-        built = None  # the followers_version ``positions`` was built at
         positions: dict = {}  # key -> (partition, fetch position)
+        for p in self.replicas.followed_from(leader_id):
+            positions[(p.topic, p.index)] = (p, p.state.fetch_position())
+        keys = None  # the first round sends every position
         try:
             while True:
-                if built != self.replicas.followers_version:
-                    # Which partitions are followed from here changed: look at them all.
-                    partitions = self.replicas.followers_by_leader().get(leader_id)
-                    if not partitions:
-                        return
-                    built = self.replicas.followers_version
-                    changed.clear()
-                    positions = {(p.topic, p.index): (p, p.state.fetch_position()) for p in partitions}
-                    keys = None
-                else:
+                if keys is not None:
                     # Only the partitions that changed: a round costs what changed, not the
-                    # thousands of partitions followed.
-                    keys = []
+                    # thousands of partitions followed (creating 20,000 replicas rebuilt
+                    # every position on every round, quadratic in the partitions).
                     for p in changed:
                         key = (p.topic, p.index)
                         item = positions.get(key)
-                        if item is not None and item[0] is p:
+                        if p.followed_leader == leader_id and self.replicas.get(*key) is p:
                             positions[key] = (p, p.state.fetch_position())
-                            keys.append(key)
+                        elif item is not None and item[0] is p:
+                            del positions[key]  # the session forgets it
+                        else:
+                            continue
+                        keys.append(key)
                     changed.clear()
+                if not positions:
+                    return
                 address = broker_address(self.replicas.image, leader_id, self.listener_name)
                 if address is None:
                     session.reset()
@@ -106,6 +107,7 @@ class ReplicaFetcherManager:
                     continue
                 try:
                     progressed = await self._fetch_once(address, positions, keys, session)
+                    keys = []
                 except NodeUnavailable as exc:
                     log.debug("fetch from broker %d failed: %s", leader_id, exc)
                     session.reset()

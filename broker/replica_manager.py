@@ -82,7 +82,6 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._waiting: set[Partition] = set()  # partitions with acks=all producers waiting
         self._followed: dict[int, dict[tuple[str, int], Partition]] = {}  # leader -> followers
-        self.followers_version = 0  # counts changes of followers_by_leader
         self.change_sinks: list[set[Partition]] = []  # each replica fetcher's changed partitions
         # Segment files stay open through one bounded cache, so the partitions a node hosts
         # are not bounded by its open files limit (see kraft/log/file_cache.py).
@@ -133,13 +132,14 @@ class ReplicaManager:
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
-    def followers_by_leader(self) -> dict[int, list[Partition]]:
-        """The followed partitions by leader (kept up to date by ``_track``: every fetch
-        round asks, and a node may host 20,000 replicas)."""
-        return {leader: list(followed.values()) for leader, followed in self._followed.items()}
+    def followed_leaders(self) -> list[int]:
+        return list(self._followed)
+
+    def followed_from(self, leader_id: int) -> list[Partition]:
+        return list(self._followed.get(leader_id, {}).values())
 
     def _track(self, partition: Partition) -> None:
-        """Note the partition's role in ``followers_by_leader`` after it may have changed."""
+        """Note the partition's role in ``followed_from`` after it may have changed."""
         key = (partition.topic, partition.index)
         st = partition.state
         new = (st.leader_id if st.role.value == "follower" and st.leader_id >= 0
@@ -155,7 +155,7 @@ class ReplicaManager:
         if new is not None:
             self._followed.setdefault(new, {})[key] = partition
         partition.followed_leader = new
-        self.followers_version += 1
+        self._changed(partition)  # the replica fetchers start or stop following it
 
     def _changed(self, partition: Partition) -> None:
         for sink in self.change_sinks:

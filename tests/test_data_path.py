@@ -87,3 +87,69 @@ async def test_with_acks_1_a_retry_is_answered_at_once_with_the_original_offset(
     assert answer(await data_path.produce(produce_body(1, idempotent_batch(0)), 9)) == (ErrorCode.NONE, 0)
     assert answer(await data_path.produce(produce_body(1, idempotent_batch(3)), 9)) == (ErrorCode.NONE, 3)
     assert answer(await data_path.produce(produce_body(1, idempotent_batch(0)), 9)) == (ErrorCode.NONE, 0)
+
+
+# -- a follower's fetch session reads only the partitions that changed (issue 15) ---------
+
+MANY = 40
+
+
+@pytest.fixture
+def many_path(tmp_path):
+    replicas = ReplicaManager(LEADER, server_config(tmp_path, node_id=LEADER))
+    reg = PartitionRegistration(replicas=(LEADER, FOLLOWER), isr=(LEADER, FOLLOWER), leader=LEADER,
+                                leader_epoch=0, partition_epoch=0)
+    topic = TopicImage(TOPIC, TOPIC_ID, frozen_map({i: reg for i in range(MANY)}))
+    replicas.on_image(EMPTY_IMAGE, MetadataImage(offset=1, topics_by_name=frozen_map({TOPIC: topic}),
+                                                 topics_by_id=frozen_map({TOPIC_ID: topic})))
+    yield DataPath(replicas)
+    replicas.close()
+
+
+def session_fetch(session_id: int, epoch: int, offsets: dict[int, int], max_wait_ms: int) -> dict:
+    return {"replica_id": FOLLOWER, "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": session_id, "session_epoch": epoch,
+            "topics": [{"topic": TOPIC, "topic_id": TOPIC_ID, "partitions": [{
+                "partition": i, "current_leader_epoch": 0, "fetch_offset": o, "last_fetched_epoch": -1,
+                "log_start_offset": 0, "partition_max_bytes": 1 << 20} for i, o in offsets.items()]}],
+            "forgotten_topics_data": []}
+
+
+def produce_to(index: int) -> dict:
+    return {"transactional_id": None, "acks": 1, "timeout_ms": 30000, "topic_data": [
+        {"name": TOPIC, "partition_data": [{"index": index, "records": build_batch([(None, b"x")], timestamp=1)}]}]}
+
+
+async def test_a_long_poll_wakes_when_a_partition_it_skipped_as_quiet_changes(many_path):
+    """The session stops reading a partition whose follower is at the log end; a write to
+    it must still end the follower's long poll at once (not after max_wait_ms)."""
+    full = await many_path.fetch(session_fetch(0, 0, {i: 0 for i in range(MANY)}, 0), 12)
+    sid = full["session_id"]
+    assert sid and len(full["responses"][0]["partitions"]) == MANY
+
+    async def write_later():
+        await trio.sleep(0.2)
+        await many_path.produce(produce_to(17), 9)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(write_later)
+        started = trio.current_time()
+        answer = await many_path.fetch(session_fetch(sid, 1, {}, 10_000), 12)
+        waited = trio.current_time() - started
+    parts = answer["responses"][0]["partitions"]
+    assert [p["partition_index"] for p in parts] == [17] and parts[0]["records"]
+    assert waited < 5, f"the long poll waited {waited:.1f}s for a write to a quiet partition"
+
+
+async def test_a_quiet_follower_is_caught_up_when_its_partition_next_changes(many_path):
+    """A follower at the log end whose partition saw no write for longer than the lag time
+    stays in the ISR when the next write comes: its session's fetches skipped the
+    partition, so they must count as caught up (Kafka's lastCaughtUpTime)."""
+    lag_ms = 200
+    sid = (await many_path.fetch(session_fetch(0, 0, {i: 0 for i in range(MANY)}, 0), 12))["session_id"]
+    await many_path.fetch(session_fetch(sid, 1, {}, 0), 12)
+    await trio.sleep(0.3)  # longer than the lag time, with nothing written
+    await many_path.fetch(session_fetch(sid, 2, {}, 0), 12)  # the follower still fetches
+    await many_path.produce(produce_to(3), 9)
+    from kraft import clock
+    proposal = many_path.replicas.get(TOPIC, 3).state.maybe_shrink_isr(clock.monotonic_ms(), lag_ms)
+    assert proposal is None, f"a live follower at the log end was dropped: {proposal}"

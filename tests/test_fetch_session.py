@@ -62,3 +62,19 @@ def test_sessionless_fetches_and_a_bounded_cache():
     for _ in range(3):
         cache.context(*_request(0, 0, {("t", 0): 0})[:1], 12, wanted, forgotten)
     assert len(cache) == 2
+
+
+def test_a_follower_told_only_what_changed_forgets_partitions_it_stopped_following():
+    """The replica fetcher passes only the keys that changed, removed ones included: the
+    session must forget those, or the leader keeps answering for them."""
+    handler = FetchSessionHandler()
+    positions = {("t", i): i for i in range(10)}
+    handler.build(positions)
+    assert handler.on_response(0, 5)
+    del positions[("t", 3)]
+    positions[("t", 4)] = 40
+    positions[("u", 0)] = 0
+    sid, epoch, send, forget = handler.build(positions, [("t", 3), ("t", 4), ("u", 0)])
+    assert (sid, send, forget) == (5, {("t", 4): 40, ("u", 0): 0}, [("t", 3)])
+    assert handler.on_response(0, 5)
+    assert handler.build(positions, [("t", 3)])[2:] == ({}, [])  # forgotten once
