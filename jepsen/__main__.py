@@ -108,7 +108,9 @@ def _test_options(f):
         click.option("--hosts", type=click.Choice(["local", "netns"]), default="local",
                      show_default=True),
         click.option("--unsafe", is_flag=True,
-                     help="kraft.unsafe.ack.before.replication=true (must be caught)."),
+                     help="A deliberately unsafe broker that the run must catch: "
+                          "kraft.unsafe.ack.before.replication=true, or for --workload txn "
+                          "kraft.unsafe.read.committed.high.watermark=true."),
         click.option("--client", type=click.Choice(CLIENTS), default="confluent",
                      show_default=True),
         click.option("--keys", type=int, default=None,

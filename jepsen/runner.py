@@ -168,10 +168,16 @@ class TestOptions:
         o["controller.quorum.engine"] = self.engine
         if self.engine == "pysyncobj":
             o["controller.quorum.pysyncobj.password"] = secrets.token_hex(12)
-        if self.unsafe:
-            o["kraft.unsafe.ack.before.replication"] = "true"
+        if self.unsafe:  # each workload's guarantee has its own deliberately unsafe switch
+            o[UNSAFE_SWITCHES.get(self.workload, "kraft.unsafe.ack.before.replication")] = "true"
         o.update(self.overrides)
         return o
+
+
+#: What ``--unsafe`` turns on, by workload (the default: acks=all answered before replication).
+UNSAFE_SWITCHES = {
+    "txn": "kraft.unsafe.read.committed.high.watermark",  # read_committed past the LSO
+}
 
 
 @dataclass

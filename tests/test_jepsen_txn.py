@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from jepsen.history import Op
 from jepsen.workloads import WORKLOADS, make_workload
 from jepsen.workloads.txn import TxnGenerator, drain_targets, topic_of
@@ -88,3 +90,40 @@ def test_one_short_real_txn_run_is_valid(tmp_path):
     assert summary["drain"]["complete"] is True
     print(f"txn run: {took:.1f}s, {len(ok)} ok / {len(txns)} txns, anomalies "
           f"{summary['anomalies']}")
+
+
+def test_unsafe_for_the_txn_workload_serves_read_committed_past_the_lso():
+    from jepsen.runner import TestOptions
+
+    ov = TestOptions(workload="txn", unsafe=True).cluster_overrides()
+    assert ov["kraft.unsafe.read.committed.high.watermark"] == "true"
+    assert "kraft.unsafe.ack.before.replication" not in ov
+    assert "kraft.unsafe.read.committed.high.watermark" not in TestOptions(workload="txn").cluster_overrides()
+
+
+def _txn_runs(tmp_path, unsafe: bool, runs: int = 20) -> list[dict]:
+    """``python -m jepsen test --workload txn --nemesis kill --nodes 3 --time-limit 20
+    [--unsafe]`` (single-process checker), seeds 500..."""
+    pytest.importorskip("confluent_kafka")
+    from jepsen.campaign import run_campaign
+    from jepsen.runner import TestOptions
+
+    base = TestOptions(workload="txn", nemesis=["kill"], nodes=3, time_limit_s=20, rate=100,
+                       unsafe=unsafe, store=str(tmp_path), spark=False, progress=False, seed=500)
+    return run_campaign(base, runs=runs)["runs"]
+
+
+FATAL_READS = ("G1a", "G1b", "precommitted-read")
+
+
+@pytest.mark.campaign
+def test_read_committed_past_the_lso_is_caught_in_19_of_20_runs(tmp_path):
+    runs = _txn_runs(tmp_path, True)
+    caught = [r for r in runs if r["valid"] is False and any(r["anomalies"].get(a) for a in FATAL_READS)]
+    assert len(caught) >= 19, runs
+
+
+@pytest.mark.campaign
+def test_the_same_txn_runs_are_valid_on_the_safe_broker(tmp_path):
+    runs = _txn_runs(tmp_path, False)
+    assert all(r["valid"] is True for r in runs), runs
