@@ -24,6 +24,9 @@ import time
 import click
 
 
+DEFAULT_TRANSACTIONAL_ID = "performance-producer-default-transactional-id"  # the Kafka tool's
+
+
 def percentile(sorted_values, q: float) -> float:
     if not sorted_values:
         return 0.0
@@ -59,13 +62,24 @@ def make_payload(size: int, seed: int = 0) -> bytes:
 
 
 def run_produce(bootstrap: str, topic: str, num_records: int, record_size: int, throughput: float,
-                props: dict, timeout_s: float, payload_seed: int = 0) -> dict:
+                props: dict, timeout_s: float, payload_seed: int = 0, *,
+                transactional_id: str | None = None, transaction_duration_ms: int = 0) -> dict:
+    """``transaction_duration_ms`` > 0: in transactions (``transactional_id``), each
+    committed once it is that old, as kafka-producer-perf-test's options of those names."""
     from confluent_kafka import KafkaException, Producer
 
     config = {"bootstrap.servers": bootstrap, "queue.buffering.max.messages": 1_000_000,
               "queue.buffering.max.kbytes": 1_048_576}
+    in_txn = transaction_duration_ms > 0
+    if in_txn:
+        config["transactional.id"] = transactional_id or DEFAULT_TRANSACTIONAL_ID
     config.update(props)
     producer = Producer(config)
+    commits = 0
+    if in_txn:
+        producer.init_transactions(timeout_s)
+        producer.begin_transaction()
+        txn_started = time.perf_counter()
     payload = make_payload(record_size, payload_seed)
     latencies: list[float] = []
     errors: list[str] = []
@@ -104,7 +118,24 @@ def run_produce(bootstrap: str, topic: str, num_records: int, record_size: int, 
         sent += 1
         if sent & 0x3FF == 0:
             poll(0)
+        if in_txn and (now - txn_started) * 1000 >= transaction_duration_ms:
+            try:
+                producer.commit_transaction(max(0.1, deadline - clock()))
+            except KafkaException as exc:  # fenced, timed out: the summary says so
+                errors.append(str(exc))
+                in_txn = False
+                break
+            commits += 1
+            producer.begin_transaction()
+            txn_started = clock()
     remaining = max(0.0, deadline - clock())
+    if in_txn:
+        try:
+            producer.commit_transaction(max(0.1, remaining))
+            commits += 1
+        except KafkaException as exc:
+            errors.append(str(exc))
+        remaining = max(0.0, deadline - clock())
     left = producer.flush(remaining)
     elapsed = clock() - start
     acked = len(latencies)
@@ -118,6 +149,8 @@ def run_produce(bootstrap: str, topic: str, num_records: int, record_size: int, 
         "mb_per_s": acked * record_size / elapsed / 1e6 if elapsed > 0 else 0.0,
         "props": props,
     }
+    if transaction_duration_ms > 0:
+        result.update(transactions_committed=commits, transaction_duration_ms=transaction_duration_ms)
     result.update(latency_summary(latencies))
     return result
 
@@ -245,13 +278,20 @@ def _collect(ctx: click.Context, given, what: str) -> dict:
                    "compression.type=lz4 (repeatable; several per option allowed).")
 @click.option("--timeout", "timeout_s", type=float, default=300, show_default=True,
               help="Stop after this many seconds whatever was sent.")
+@click.option("--transactional-id", default=None,
+              help=f"With --transaction-duration-ms (default: {DEFAULT_TRANSACTIONAL_ID}).")
+@click.option("--transaction-duration-ms", type=int, default=0, show_default=True,
+              help="Produce in transactions, each committed once it is this old; 0: none.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 @click.pass_context
 def produce_command(ctx, bootstrap_server, topic, num_records, record_size, throughput, producer_props,
-                    timeout_s, as_json) -> None:
+                    timeout_s, transactional_id, transaction_duration_ms, as_json) -> None:
     """Produce NUM_RECORDS records of RECORD_SIZE bytes and print throughput and latency."""
     props = _collect(ctx, producer_props, "--producer-props")
-    result = run_produce(bootstrap_server, topic, num_records, record_size, throughput, props, timeout_s)
+    if transactional_id is not None and transaction_duration_ms <= 0:
+        transaction_duration_ms = 3000  # as kafka-producer-perf-test given a transactional id
+    result = run_produce(bootstrap_server, topic, num_records, record_size, throughput, props, timeout_s,
+                         transactional_id=transactional_id, transaction_duration_ms=transaction_duration_ms)
     _emit(result, as_json)
     if result["records_acked"] == 0:
         sys.exit(1)

@@ -48,3 +48,24 @@ def test_perf_produce_and_consume_print_their_figures(make_cluster):
     bad = kraftctl("perf", "produce", bs, "--topic", "perf", "--num-records", "1",
                    "--producer-props", "nonsense")
     assert bad.returncode != 0 and "key=value" in bad.stderr
+
+
+def test_perf_produce_in_transactions_commits_what_it_sent(make_cluster):
+    """``--transaction-duration-ms`` (kafka-producer-perf-test's option): the records go out
+    in transactions committed every so often, all readable under read_committed."""
+    cluster = start_cluster(make_cluster(controllers=1, brokers=0, overrides=fast_overrides(
+        transaction_state_log_replication_factor=1, transaction_state_log_min_isr=1)))
+    bs = f"--bootstrap-server={cluster.bootstrap_servers}"
+    assert kraftctl("topics", bs, "--create", "--topic", "tperf", "--partitions", "2",
+                    "--replication-factor", "1").returncode == 0
+    produced = kraftctl("perf", "produce", bs, "--topic", "tperf", "--num-records", "3000",
+                        "--throughput", "4000", "--transaction-duration-ms", "200", "--timeout", "90",
+                        "--json")
+    assert produced.returncode == 0, produced.stderr
+    result = json.loads(produced.stdout.strip().splitlines()[-1])
+    assert result["records_acked"] == 3000 and result["errors"] == 0, result
+    assert result["transactions_committed"] >= 3, result
+    consumed = kraftctl("perf", "consume", bs, "--topic", "tperf", "--num-records", "3000", "--timeout", "60",
+                        "--consumer-props", "isolation.level=read_committed", "--json")
+    assert consumed.returncode == 0, consumed.stderr
+    assert json.loads(consumed.stdout.strip().splitlines()[-1])["records"] == 3000
