@@ -34,12 +34,11 @@ as ``txn`` operations of one poll, up to the highest offset an ok transaction sa
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 from typing import Any
 
 from jepsen.history import FAIL, INFO, OK
-from jepsen.workloads.clients import ClientError, _dec, _enc, _librdkafka_debug, classify
+from jepsen.workloads.clients import _librdkafka_debug, classify, consume_records, produce_and_wait
 from jepsen.workloads.drain import read_to_targets
 
 TOPIC_PREFIX = "jepsen-txn"
@@ -135,37 +134,12 @@ class TxnClient:
         self.assign(self.assigned)
 
     def send(self, key: int, value: Any) -> int:
-        out: list = []
         topic, part = topic_of(key, self.topics)
-        try:
-            self.producer.produce(topic, value=_enc(value), partition=part,
-                                  on_delivery=lambda err, msg: out.append((err, msg)))
-        except BufferError as exc:
-            raise ClientError("_QUEUE_FULL", str(exc)) from None
-        deadline = time.monotonic() + self.timeout_s + 1.0
-        while not out and time.monotonic() < deadline:
-            self.producer.poll(0.05)
-        if not out:
-            raise ClientError("_TIMED_OUT", "no delivery report")
-        err, msg = out[0]
-        if err is not None:
-            from confluent_kafka import KafkaException
-            raise KafkaException(err)
-        return msg.offset()
+        return produce_and_wait(self.producer, topic, part, value, self.timeout_s)
 
     def poll(self, timeout_s: float = 0.05) -> dict[int, list[list]]:
-        from confluent_kafka import KafkaException
-
-        out: dict[int, list[list]] = {}
-        for m in self.consumer.consume(self.max_poll, timeout_s):
-            if m.error() is not None:
-                if m.error().code() == -191:  # _PARTITION_EOF
-                    continue
-                raise KafkaException(m.error())
-            k = self._key(m.topic(), m.partition())
-            out.setdefault(k, []).append([m.offset(), _dec(m.value())])
-            self.positions[k] = m.offset() + 1
-        return out
+        return consume_records(self.consumer, self.max_poll, timeout_s,
+                               lambda m: self._key(m.topic(), m.partition()), self.positions)
 
     def send_offsets(self) -> None:
         """Commits the consumer's positions with the transaction (consume-transform-produce)."""
