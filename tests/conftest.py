@@ -26,6 +26,18 @@ def spec_dir() -> Path:
     return SPEC_DIR
 
 
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    """One local Spark session for every Spark test, stopped at the end of the run."""
+    pytest.importorskip("pyspark")
+    from jepsen.checkers.spark import spark_session
+
+    s = spark_session("local[2]", shuffle_partitions=4,
+                      log_dir=str(tmp_path_factory.mktemp("spark-logs")))
+    yield s
+    s.stop()
+
+
 @pytest.fixture
 def make_cluster(tmp_path):
     """Build LocalClusters under tmp_path; every process is killed at the end of the test."""

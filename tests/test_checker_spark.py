@@ -1,4 +1,5 @@
-"""The Spark path agrees with the pure path. One local Spark session serves the module."""
+"""The Spark path agrees with the pure path. One local Spark session (the ``spark``
+fixture of conftest) serves the test run."""
 
 from __future__ import annotations
 
@@ -8,49 +9,32 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from checker_helpers import followed_by, without_latency  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 from test_checker_histories import all_scenarios, reg, shown  # noqa: E402
 
 from jepsen.__main__ import main  # noqa: E402
 from jepsen.checkers import check, check_linearizable, check_queue  # noqa: E402
-from jepsen.checkers.spark import (  # noqa: E402
-    spark_check_linearizable,
-    spark_check_queue,
-    spark_session,
-)
+from jepsen.checkers.spark import spark_check_linearizable, spark_check_queue  # noqa: E402
 from jepsen.checkers.synth import queue_history, register_history  # noqa: E402
 from jepsen.history import Op, write_history  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory):
-    s = spark_session("local[2]", shuffle_partitions=4,
-                      log_dir=str(tmp_path_factory.mktemp("spark-logs")))
-    yield s
-    s.stop()
-
-
-def _without_latency(r):
-    r = json.loads(json.dumps(r))
-    r.get("stats", {}).pop("latency-ns", None)  # Spark's quantiles are approximate
-    return r
 
 
 def _combined() -> tuple[list[Op], dict]:
     """Every anomaly scenario, then a clean synthetic run on other keys and processes."""
     ops, expected = all_scenarios()
-    base_i, base_t = len(ops), ops[-1].time + 1000
-    for o in queue_history(4000, seed=11):
-        v = o.value
-        if o.f == "send" and v is not None:
-            v = [v[0] + 200, v[1]]
-        elif o.f == "poll" and isinstance(v, dict):
-            v = {k + 200: pairs for k, pairs in v.items()}
-        elif o.f == "assign":
-            v = [k + 200 for k in v]
-        p = o.process + 5000 if isinstance(o.process, int) else o.process
-        ops.append(Op(o.index + base_i, o.time + base_t, o.type, p, o.f, v, o.error))
-    return ops, expected
+    return followed_by(ops, queue_history(4000, seed=11), _shift), expected
+
+
+def _shift(o: Op):
+    v = o.value
+    if o.f == "send" and v is not None:
+        return [v[0] + 200, v[1]]
+    if o.f == "poll" and isinstance(v, dict):
+        return {k + 200: pairs for k, pairs in v.items()}
+    if o.f == "assign":
+        return [k + 200 for k in v]
+    return v
 
 
 def test_queue_matches_the_pure_path(spark, tmp_path):
@@ -59,7 +43,7 @@ def test_queue_matches_the_pure_path(spark, tmp_path):
     rs = spark_check_queue(spark, tmp_path)
     assert shown(rs) == expected
     rp = check_queue(ops)
-    assert _without_latency(rs) == _without_latency(rp)
+    assert without_latency(rs) == without_latency(rp)
     assert set(rs["stats"]["latency-ns"]) == set(rp["stats"]["latency-ns"])
     assert rs["partitions"] == 13 + 1 + 8
     assert rs["realtime-lag"]["sends-seen"] > 1000

@@ -1,16 +1,15 @@
 """The txn checker on Spark agrees with the single-process path. One local Spark session
-serves the test session (stopped at its end, as test_checker_spark's)."""
+(the ``spark`` fixture of conftest) serves the test run."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 
 pytest.importorskip("pyspark")
 
+from checker_helpers import followed_by, without_latency  # noqa: E402
+
 from jepsen.checkers import check  # noqa: E402
-from jepsen.checkers.spark import spark_session  # noqa: E402
 from jepsen.checkers.txn import check_txn, edge_rows, records_of  # noqa: E402
 from jepsen.checkers.txn_spark import edge_frame, micro_op_frames  # noqa: E402
 from jepsen.checkers.txn_synth import all_scenarios, txn_history  # noqa: E402
@@ -20,36 +19,21 @@ from jepsen.checkers.spark import history_frame, paired_frame  # noqa: E402
 from jepsen.history import Op, write_history  # noqa: E402
 
 
-@pytest.fixture(scope="session")  # getOrCreate: the same session as other modules' fixtures
-def spark(tmp_path_factory):
-    s = spark_session("local[2]", shuffle_partitions=4,
-                      log_dir=str(tmp_path_factory.mktemp("spark-logs")))
-    yield s
-    s.stop()
-
-
-def _comparable(r):
-    r = json.loads(json.dumps(r))
-    r.get("stats", {}).pop("latency-ns", None)  # Spark's quantiles are approximate
-    return r
-
-
 def _combined() -> tuple[list[Op], dict]:
     """Every seeded scenario, then a clean simulated run on other keys and processes."""
     ops, expected = all_scenarios()
-    base_i, base_t = len(ops), ops[-1].time + 1000
-    for o in txn_history(1200, seed=11):
-        v = o.value
-        if o.f == "assign":
-            v = [k + 500 for k in v]
-        elif o.f == "txn":
-            v = [_shift(m) for m in v]
-        ops.append(Op(o.index + base_i, o.time + base_t, o.type, o.process + 5000, o.f, v,
-                      o.error))
-    return ops, expected
+    return followed_by(ops, txn_history(1200, seed=11), _shift), expected
 
 
-def _shift(m):
+def _shift(o: Op):
+    if o.f == "assign":
+        return [k + 500 for k in o.value]
+    if o.f == "txn":
+        return [_shift_mop(m) for m in o.value]
+    return o.value
+
+
+def _shift_mop(m):
     if m[0] == "send":
         return ["send", m[1] + 500, m[2]]
     if len(m) == 2:
@@ -81,8 +65,8 @@ def test_spark_matches_the_pure_path_on_every_anomaly(spark, tmp_path):
     rs = check(tmp_path, spark=spark)  # the generic entry point picks the txn checker
     rp = check(ops)
     assert rs["engine"] == "spark" and list(rs["checkers"]) == ["txn"]
-    assert _comparable(rs["checkers"]) == _comparable(rp["checkers"])
-    assert _comparable(rs["stats"]) == _comparable(rp["stats"])
+    assert without_latency(rs["checkers"]) == without_latency(rp["checkers"])
+    assert without_latency(rs["stats"]) == without_latency(rp["stats"])
     t = rs["checkers"]["txn"]
     assert set(t["anomalies"]) == set().union(*expected.values())
     assert t["anomalies"]["G2-item"]["fatal"] is False  # allowed by default

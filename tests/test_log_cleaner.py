@@ -10,6 +10,7 @@ import shutil
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_log_helpers import clean_until_crash
 
 from kraft.log import Log, LogConfig
 from kraft.log.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner, SimulatedCrash
@@ -466,16 +467,7 @@ def test_crash_at_every_step_of_the_swap_recovers(tmp_path):
         work = tmp_path / f"crash{k}" / "t-0"
         shutil.copytree(base, work)
         log = open_log(work, CRASH_CONFIG, had_clean_shutdown=True)
-        calls = []
-
-        def stop(label, calls=calls, k=k):
-            calls.append(label)
-            if len(calls) > k:
-                raise SimulatedCrash(label)
-
-        with pytest.raises(SimulatedCrash):
-            LogCleaner().clean(log, T0 + DAY, step=stop)
-        log.abandon()
+        clean_until_crash(log, T0 + DAY, crash_after=k)
         log = open_log(work, CRASH_CONFIG)  # unclean: recovery point 0
         got = read_all(log)
         assert got in (before, cleaned) or _same_outcome(got, before, cleaned), (k, steps[k])

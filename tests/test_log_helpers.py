@@ -1,4 +1,5 @@
-"""Helpers for the log tests: build valid v2 record batches without the records package.
+"""Helpers for the log tests: build valid v2 record batches without the records package,
+and crash the log cleaner partway through its file operations.
 
 The log never decodes records, but the batches here are nevertheless well formed (varint
 records with a key-less value), with a correct CRC-32C over bytes [21:].
@@ -9,6 +10,9 @@ from __future__ import annotations
 import struct
 
 import crc32c
+import pytest
+
+from kraft.log.cleaner import LogCleaner, SimulatedCrash
 
 _AFTER_CRC = struct.Struct(">hiqqqhii")
 _BEFORE_CRC = struct.Struct(">qiibI")
@@ -47,6 +51,25 @@ def make_batch(base_offset: int = 0, count: int = 1, *, timestamp: int = 1_000_0
     after = _AFTER_CRC.pack(0, count - 1, timestamp, max_ts, producer_id, -1, -1, count) + records
     crc = crc32c.crc32c(after)
     return _BEFORE_CRC.pack(base_offset, 9 + len(after), epoch, 2, crc) + after
+
+
+def clean_until_crash(log, now_ms: int, crash_after: int, **clean_options) -> None:
+    """Runs the log cleaner on ``log`` and crashes it (``SimulatedCrash``) once it has done
+    ``crash_after`` file operations, then drops ``log`` as the crashed process would.
+
+    ``clean_options`` go to ``LogCleaner.clean`` (``force=True``, ...).  The test fails if
+    the cleaner finishes before the crash.
+    """
+    done: list[str] = []
+
+    def step(label: str) -> None:
+        done.append(label)
+        if len(done) > crash_after:
+            raise SimulatedCrash(label)
+
+    with pytest.raises(SimulatedCrash):
+        LogCleaner().clean(log, now_ms, step=step, **clean_options)
+    log.abandon()
 
 
 def test_make_batch_is_valid():

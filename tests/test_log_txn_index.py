@@ -11,10 +11,11 @@ import struct
 import uuid
 
 import pytest
+from test_log_helpers import clean_until_crash
 
 from broker.partition import Partition
 from kraft.log import CorruptIndexError, Log, LogConfig
-from kraft.log.cleaner import LogCleaner, SimulatedCrash
+from kraft.log.cleaner import LogCleaner
 from kraft.log.txn_index import AbortedTxn, TransactionIndex
 from kraft.records import build_batch, make_end_txn_batch
 
@@ -166,16 +167,7 @@ def test_the_cleaner_keeps_the_entries_through_its_swap(tmp_path):
         work = tmp_path / f"crash{k}"
         shutil.copytree(base, work)
         plog = Log.open(work, config, clock=lambda: T0, had_clean_shutdown=True)
-        calls = []
-
-        def stop(label, calls=calls, k=k):
-            calls.append(label)
-            if len(calls) > k:
-                raise SimulatedCrash(label)
-
-        with pytest.raises(SimulatedCrash):
-            LogCleaner().clean(plog, T0 + DAY, force=True, step=stop)
-        plog.abandon()
+        clean_until_crash(plog, T0 + DAY, crash_after=k, force=True)
         reopened = Partition("t", 0, uuid.UUID(int=1), Log.open(work, config, clock=lambda: T0), broker_id=1)
         got = all_entries(reopened.log)
         # Recovery rebuilds the index from the log: a transaction whose aborted data the

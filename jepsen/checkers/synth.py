@@ -16,7 +16,9 @@ from jepsen.history import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 _TICK_NS = 1_000_000
 
 
-class _Recorder:
+class Recorder:
+    """Appends the records of a synthetic history, each a random 1 ns..2 ms after the last."""
+
     def __init__(self, rng: random.Random) -> None:
         self.ops: list[Op] = []
         self.now = 0
@@ -32,7 +34,7 @@ def queue_history(n_ops: int, partitions: int = 8, producers: int = 6, consumers
                   max_poll: int = 10, nemesis_every: int = 5000) -> list[Op]:
     """A clean queue history of about ``n_ops`` records (sends, polls, a final drain)."""
     rng = random.Random(seed)
-    rec = _Recorder(rng)
+    rec = Recorder(rng)
     logs: list[list[Any]] = [[] for _ in range(partitions)]
     nproc = producers + consumers
     pid = list(range(nproc))  # current process id per client slot
@@ -110,7 +112,7 @@ def register_history(n_ops: int, keys: int = 100, processes: int = 10,
     independent generator does), so operations on a key overlap.
     """
     rng = random.Random(seed)
-    rec = _Recorder(rng)
+    rec = Recorder(rng)
     state: dict[int, Any] = {}
     pid = list(range(processes))
     groups = max(1, processes // per_key_group)

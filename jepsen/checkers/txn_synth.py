@@ -19,9 +19,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from jepsen.checkers.synth import Recorder
 from jepsen.history import FAIL, INFO, INVOKE, OK, Op
-
-_TICK_NS = 1_000_000
 
 
 class Log:
@@ -60,17 +59,6 @@ class Log:
         return out
 
 
-class _Recorder:
-    def __init__(self, rng: random.Random) -> None:
-        self.ops: list[Op] = []
-        self.now = 0
-        self.rng = rng
-
-    def add(self, type_: str, process: Any, f: str, value: Any, error: str | None = None):
-        self.now += self.rng.randint(1, 2 * _TICK_NS)
-        self.ops.append(Op(len(self.ops), self.now, type_, process, f, value, error))
-
-
 def _mops(rng: random.Random, keys: int, next_value: list[int], max_mops: int) -> list:
     out = []
     for _ in range(rng.randint(1, max_mops)):
@@ -94,7 +82,7 @@ def _run(log: Log, mops: list, position: dict[int, int], max_poll: int,
     return [["send", m[1], [next(offs), m[2]]] if m[0] == "send" else m for m in done]
 
 
-def _drain(log: Log, rec: _Recorder, process: int, keys: int) -> None:
+def _drain(log: Log, rec: Recorder, process: int, keys: int) -> None:
     rec.add(INVOKE, process, "assign", list(range(keys)))
     rec.add(OK, process, "assign", list(range(keys)))
     position = {k: 0 for k in range(keys)}
@@ -108,7 +96,7 @@ def txn_history(n_ops: int, keys: int = 8, processes: int = 6, seed: int = 0,
                 max_mops: int = 4) -> list[Op]:
     """A clean concurrent txn history of about ``n_ops`` records, ending with a drain."""
     rng = random.Random(seed)
-    rec = _Recorder(rng)
+    rec = Recorder(rng)
     log = Log(keys)
     next_value = [0] * keys
     pid = list(range(processes))
@@ -148,7 +136,7 @@ def serial_history(txns: list[list], keys: int, processes: int = 3,
     """Runs ``txns`` (lists of ``["send", key, value]`` / ``["poll"]``) one after another,
     round-robin over processes; transaction ``i`` aborts when ``i in aborts``.  Polls read
     to the end of every partition."""
-    rec = _Recorder(random.Random(0))
+    rec = Recorder(random.Random(0))
     log = Log(keys)
     position: dict[int, dict[int, int]] = {}
     for i, mops in enumerate(txns):

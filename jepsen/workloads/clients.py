@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 CLIENTS = ("confluent", "kafka-python")
@@ -125,6 +126,54 @@ def _dec(b: bytes | None) -> Any:
         return s
 
 
+def produce_and_wait(producer, topic: str, partition: int, value: Any, timeout_s: float) -> int:
+    """Produces one record and waits for its delivery report (to learn its offset).
+
+    Returns the record's offset; raises ``ClientError`` ``_QUEUE_FULL`` when librdkafka's
+    queue refused it, ``_TIMED_OUT`` when no report came within ``timeout_s`` (plus a
+    second of slack: ``message.timeout.ms`` should report first), and the report's
+    ``KafkaException`` when delivery failed.
+    """
+    out: list = []
+    try:
+        producer.produce(topic, value=_enc(value), partition=partition,
+                         on_delivery=lambda err, msg: out.append((err, msg)))
+    except BufferError as exc:
+        raise ClientError("_QUEUE_FULL", str(exc)) from None
+    deadline = time.monotonic() + timeout_s + 1.0
+    while not out and time.monotonic() < deadline:
+        producer.poll(0.05)
+    if not out:
+        raise ClientError("_TIMED_OUT", "no delivery report")
+    err, msg = out[0]
+    if err is not None:
+        from confluent_kafka import KafkaException
+        raise KafkaException(err)
+    return msg.offset()
+
+
+def consume_records(consumer, max_poll: int, timeout_s: float, key_of: Callable[[Any], int],
+                    positions: dict[int, int]) -> dict[int, list[list]]:
+    """One ``consume`` of at most ``max_poll`` messages: ``{key: [[offset, value], ...]}``.
+
+    ``key_of(message)`` names a message's key; ``positions[key]`` moves past every record
+    returned.  End-of-partition events are skipped; any other error raises
+    ``KafkaException``.
+    """
+    from confluent_kafka import KafkaException
+
+    out: dict[int, list[list]] = {}
+    for m in consumer.consume(max_poll, timeout_s):
+        if m.error() is not None:
+            if m.error().code() == -191:  # _PARTITION_EOF
+                continue
+            raise KafkaException(m.error())
+        k = key_of(m)
+        out.setdefault(k, []).append([m.offset(), _dec(m.value())])
+        positions[k] = m.offset() + 1
+    return out
+
+
 class ConfluentQueue:
     """A producer and an assign-based consumer (librdkafka)."""
 
@@ -152,22 +201,7 @@ class ConfluentQueue:
         self.positions: dict[int, int] = {}
 
     def send(self, key: int, value: Any) -> int:
-        out: list = []
-        try:
-            self.producer.produce(self.topic, value=_enc(value), partition=int(key),
-                                  on_delivery=lambda err, msg: out.append((err, msg)))
-        except BufferError as exc:
-            raise ClientError("_QUEUE_FULL", str(exc)) from None
-        deadline = time.monotonic() + self.timeout_s + 1.0
-        while not out and time.monotonic() < deadline:
-            self.producer.poll(0.05)
-        if not out:
-            raise ClientError("_TIMED_OUT", "no delivery report")
-        err, msg = out[0]
-        if err is not None:
-            from confluent_kafka import KafkaException
-            raise KafkaException(err)
-        return msg.offset()
+        return produce_and_wait(self.producer, self.topic, int(key), value, self.timeout_s)
 
     def assign(self, keys: list[int], from_start: bool = False) -> None:
         from confluent_kafka import TopicPartition
@@ -187,19 +221,8 @@ class ConfluentQueue:
         self.consumer.subscribe([self.topic])
 
     def poll(self, timeout_s: float = 0.05) -> dict[int, list[list]]:
-        from confluent_kafka import KafkaException
-
-        msgs = self.consumer.consume(self.max_poll, timeout_s)
-        out: dict[int, list[list]] = {}
-        for m in msgs:
-            if m.error() is not None:
-                if m.error().code() == -191:  # _PARTITION_EOF
-                    continue
-                raise KafkaException(m.error())
-            k = m.partition()
-            out.setdefault(k, []).append([m.offset(), _dec(m.value())])
-            self.positions[k] = m.offset() + 1
-        return out
+        return consume_records(self.consumer, self.max_poll, timeout_s,
+                               lambda m: m.partition(), self.positions)
 
     def end_offsets(self, keys: list[int]) -> dict[int, int]:
         from confluent_kafka import TopicPartition

@@ -22,12 +22,12 @@ to the highest offset any ok operation saw, or the drain deadline passes.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 from typing import Any
 
 from jepsen.history import OK
 from jepsen.workloads.clients import classify, queue_client
+from jepsen.workloads.drain import read_to_targets
 
 TOPIC = "jepsen-queue"
 DEFAULT_WEIGHTS = {"send": 50, "poll": 40, "assign": 6, "crash": 1}
@@ -159,58 +159,5 @@ async def drain(workload: QueueWorkload, bootstrap: str, ops: Callable[[], list]
     ``new_process()`` hands out a fresh process number.  Returns
     ``{"targets", "reached", "complete"}``.
     """
-    import trio
-
-    targets = drain_targets(ops())
-    keys = sorted(targets)
-    reached: dict[int, int] = {k: -1 for k in keys}
-    client, process = None, None
-
-    async def run(f, value):
-        record(process, "invoke", f, value)
-        t, v, err = await trio.to_thread.run_sync(workload.invoke, client, f, value)
-        record(process, t, f, v, err)
-        return t, v
-
-    while keys and time.monotonic() < deadline:
-        if client is None:
-            process = new_process()
-            try:
-                client = await trio.to_thread.run_sync(workload.open_client, bootstrap,
-                                                       process)
-            except Exception as exc:  # noqa: BLE001
-                say(f"drain: cannot open a client: {exc}")
-                await trio.sleep(1)
-                continue
-            left = [k for k in keys if reached[k] < targets[k]]
-            record(process, "invoke", "assign", left)
-            try:
-                await trio.to_thread.run_sync(lambda: client.assign(left, from_start=True))
-                record(process, OK, "assign", left)
-            except Exception as exc:  # noqa: BLE001
-                record(process, "info", "assign", left, classify(exc)[1])
-                _close(client)
-                client = None
-                continue
-        t, v = await run("poll", None)
-        if t != OK:
-            _close(client)
-            client = None
-            continue
-        for k, pairs in (v or {}).items():
-            if pairs and k in reached:
-                reached[k] = max(reached[k], pairs[-1][0])
-        if all(reached[k] >= targets[k] for k in keys):
-            break
-    if client is not None:
-        await trio.to_thread.run_sync(_close, client)
-    complete = all(reached[k] >= targets[k] for k in keys)
-    return {"targets": {str(k): v for k, v in targets.items()},
-            "reached": {str(k): v for k, v in reached.items()}, "complete": complete}
-
-
-def _close(client) -> None:
-    try:
-        client.close()
-    except Exception:  # noqa: BLE001
-        pass
+    return await read_to_targets(workload, bootstrap, drain_targets(ops()), ("poll", None),
+                                 lambda v: v or {}, record, new_process, deadline, say)

@@ -34,12 +34,12 @@ as ``txn`` operations of one poll, up to the highest offset an ok transaction sa
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 from typing import Any
 
 from jepsen.history import FAIL, INFO, OK
-from jepsen.workloads.clients import ClientError, _dec, _enc, _librdkafka_debug, classify
+from jepsen.workloads.clients import _librdkafka_debug, classify, consume_records, produce_and_wait
+from jepsen.workloads.drain import read_to_targets
 
 TOPIC_PREFIX = "jepsen-txn"
 ABORTED = "aborted by the client"
@@ -134,37 +134,12 @@ class TxnClient:
         self.assign(self.assigned)
 
     def send(self, key: int, value: Any) -> int:
-        out: list = []
         topic, part = topic_of(key, self.topics)
-        try:
-            self.producer.produce(topic, value=_enc(value), partition=part,
-                                  on_delivery=lambda err, msg: out.append((err, msg)))
-        except BufferError as exc:
-            raise ClientError("_QUEUE_FULL", str(exc)) from None
-        deadline = time.monotonic() + self.timeout_s + 1.0
-        while not out and time.monotonic() < deadline:
-            self.producer.poll(0.05)
-        if not out:
-            raise ClientError("_TIMED_OUT", "no delivery report")
-        err, msg = out[0]
-        if err is not None:
-            from confluent_kafka import KafkaException
-            raise KafkaException(err)
-        return msg.offset()
+        return produce_and_wait(self.producer, topic, part, value, self.timeout_s)
 
     def poll(self, timeout_s: float = 0.05) -> dict[int, list[list]]:
-        from confluent_kafka import KafkaException
-
-        out: dict[int, list[list]] = {}
-        for m in self.consumer.consume(self.max_poll, timeout_s):
-            if m.error() is not None:
-                if m.error().code() == -191:  # _PARTITION_EOF
-                    continue
-                raise KafkaException(m.error())
-            k = self._key(m.topic(), m.partition())
-            out.setdefault(k, []).append([m.offset(), _dec(m.value())])
-            self.positions[k] = m.offset() + 1
-        return out
+        return consume_records(self.consumer, self.max_poll, timeout_s,
+                               lambda m: self._key(m.topic(), m.partition()), self.positions)
 
     def send_offsets(self) -> None:
         """Commits the consumer's positions with the transaction (consume-transform-produce)."""
@@ -296,58 +271,6 @@ async def drain(workload: TxnWorkload, bootstrap: str, ops: Callable[[], list],
     Records ``assign`` and one-poll ``txn`` operations of fresh processes (a failed one
     retires its process); returns ``{"targets", "reached", "complete"}``.
     """
-    import trio
-
-    targets = drain_targets(ops())
-    keys = sorted(targets)
-    reached: dict[int, int] = {k: -1 for k in keys}
-    client, process = None, None
-
-    async def run(f, value):
-        record(process, "invoke", f, value)
-        t, v, err = await trio.to_thread.run_sync(workload.invoke, client, f, value)
-        record(process, t, f, v, err)
-        return t, v
-
-    while keys and time.monotonic() < deadline:
-        if client is None:
-            process = new_process()
-            try:
-                client = await trio.to_thread.run_sync(workload.open_client, bootstrap,
-                                                       process)
-            except Exception as exc:  # noqa: BLE001
-                say(f"drain: cannot open a client: {exc}")
-                await trio.sleep(1)
-                continue
-            left = [k for k in keys if reached[k] < targets[k]]
-            record(process, "invoke", "assign", left)
-            try:
-                await trio.to_thread.run_sync(lambda: client.assign(left, from_start=True))
-                record(process, OK, "assign", left)
-            except Exception as exc:  # noqa: BLE001
-                record(process, INFO, "assign", left, classify(exc)[1])
-                await trio.to_thread.run_sync(_close, client)
-                client = None
-            continue
-        t, v = await run("txn", [["poll"]])
-        if t != OK:
-            await trio.to_thread.run_sync(_close, client)
-            client = None
-            continue
-        for k, pairs in v[0][1].items():
-            if pairs and k in reached:
-                reached[k] = max(reached[k], pairs[-1][0])
-        if all(reached[k] >= targets[k] for k in keys):
-            break
-    if client is not None:
-        await trio.to_thread.run_sync(_close, client)
-    complete = all(reached[k] >= targets[k] for k in keys)
-    return {"targets": {str(k): v for k, v in targets.items()},
-            "reached": {str(k): v for k, v in reached.items()}, "complete": complete}
-
-
-def _close(client) -> None:
-    try:
-        client.close()
-    except Exception:  # noqa: BLE001
-        pass
+    # An ok one-poll txn's value is [["poll", {key: [[offset, value], ...]}]].
+    return await read_to_targets(workload, bootstrap, drain_targets(ops()), ("txn", [["poll"]]),
+                                 lambda v: v[0][1], record, new_process, deadline, say)
