@@ -46,6 +46,7 @@ from typing import Any
 
 from jepsen.history import INFO, INVOKE, OK, JsonlWriter, Op, write_parquet
 from jepsen.nemesis._schedule import DEFAULT_INTERVAL_S
+from jepsen.workloads.clients import invoke_bounded
 
 log = logging.getLogger("jepsen.runner")
 
@@ -535,15 +536,16 @@ class _Phase:
                     continue
             f, value = self.gen.next(process)
             self.rec.add(process, INVOKE, f, value)
-            t, v, err = await trio.to_thread.run_sync(self.workload.invoke, client, f, value,
-                                                      limiter=limiter)
+            t, v, err, abandoned = await invoke_bounded(self.workload, client, f, value,
+                                                        self.opts.client_timeout_s, limiter)
             self.rec.add(process, t, f, v, err)
             if t == INFO:
                 old = client
                 client = None
                 self.gen.retire(process)
                 process = self.fresh_process()
-                trio.lowlevel.spawn_system_task(_close_async, old)
+                if not abandoned:  # else its thread is still inside it
+                    trio.lowlevel.spawn_system_task(_close_async, old)
             await trio.sleep(rng.uniform(0, 2 * interval))
         if client is not None:
             await trio.to_thread.run_sync(_close_quietly, client, limiter=limiter)

@@ -207,3 +207,29 @@ def test_drain_targets_from_sends_and_polls():
            Op(2, 2, "info", 2, "send", None),
            Op(3, 3, "ok", 0, "send", [2, [0, 9]])]
     assert drain_targets(ops) == {0: 6, 1: 2, 2: 0}
+
+
+async def test_a_client_call_that_hangs_is_abandoned_as_info():
+    """librdkafka's send_offsets_to_transaction can ignore its timeout for good once the
+    group coordinator was killed; the run must go on, the operation indeterminate."""
+    import threading
+
+    import trio
+
+    from jepsen.workloads.clients import HUNG, invoke_bounded
+
+    release = threading.Event()
+
+    class Hanging:
+        def invoke(self, client, f, value):
+            if value == "hang":
+                release.wait(30)
+            return "ok", value, None
+
+    try:
+        started = trio.current_time()
+        assert await invoke_bounded(Hanging(), None, "txn", "hang", 0.05) == ("info", None, HUNG, True)
+        assert trio.current_time() - started < 5
+        assert await invoke_bounded(Hanging(), None, "txn", 1, 0.05) == ("ok", 1, None, False)
+    finally:
+        release.set()

@@ -112,6 +112,29 @@ def classify(exc: BaseException, idempotent: bool = False) -> tuple[str, str]:
 # ---------------------------------------------------------------- confluent-kafka
 
 
+#: A client call still running after this many client timeouts is abandoned.
+HUNG_CALL_TIMEOUTS = 8
+HUNG = "client call hung: abandoned"
+
+
+async def invoke_bounded(workload, client, f: str, value: Any, timeout_s: float,
+                         limiter=None) -> tuple[str, Any, str | None, bool]:
+    """``workload.invoke`` in a thread, abandoned if it outlives ``HUNG_CALL_TIMEOUTS`` client
+    timeouts: ``(type, value, error, abandoned)``.  An abandoned call completes as ``info``
+    (it may yet take effect) and its client must be dropped unclosed, its thread still
+    inside it.  librdkafka's ``send_offsets_to_transaction`` ignores its timeout once the
+    group coordinator was killed (librdkafka issues 5456 and 5511) and held a whole run.
+    Jepsen bounds its client calls the same way."""
+    import trio
+
+    with trio.move_on_after(HUNG_CALL_TIMEOUTS * timeout_s) as watchdog:
+        t, v, err = await trio.to_thread.run_sync(workload.invoke, client, f, value,
+                                                  limiter=limiter, abandon_on_cancel=True)
+        return t, v, err, False
+    assert watchdog.cancelled_caught
+    return "info", None, HUNG, True
+
+
 def _enc(v: Any) -> bytes:
     return str(v).encode()
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jepsen.history import INFO, OK
-from jepsen.workloads.clients import classify
+from jepsen.workloads.clients import classify, invoke_bounded
 
 
 async def read_to_targets(workload, bootstrap: str, targets: dict[int, int],
@@ -45,9 +45,10 @@ async def read_to_targets(workload, bootstrap: str, targets: dict[int, int],
 
     async def run(f, value):
         record(process, "invoke", f, value)
-        t, v, err = await trio.to_thread.run_sync(workload.invoke, client, f, value)
+        t, v, err, abandoned = await invoke_bounded(workload, client, f, value,
+                                                    getattr(workload, "timeout_s", 5.0))
         record(process, t, f, v, err)
-        return t, v
+        return t, v, abandoned
 
     while keys and time.monotonic() < deadline:
         if client is None:
@@ -69,9 +70,10 @@ async def read_to_targets(workload, bootstrap: str, targets: dict[int, int],
                 await trio.to_thread.run_sync(_close, client)
                 client = None
             continue
-        t, v = await run(*poll)
+        t, v, abandoned = await run(*poll)
         if t != OK:
-            await trio.to_thread.run_sync(_close, client)
+            if not abandoned:
+                await trio.to_thread.run_sync(_close, client)
             client = None
             continue
         for k, pairs in polled(v).items():
