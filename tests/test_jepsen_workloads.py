@@ -228,7 +228,7 @@ async def test_a_client_call_that_hangs_is_abandoned_as_info():
 
     try:
         started = trio.current_time()
-        assert await invoke_bounded(Hanging(), None, "txn", "hang", 0.05) == ("info", None, HUNG, True)
+        assert await invoke_bounded(Hanging(), None, "txn", "hang", 0.05) == ("info", "hang", HUNG, True)
         assert trio.current_time() - started < 5
         assert await invoke_bounded(Hanging(), None, "txn", 1, 0.05) == ("ok", 1, None, False)
     finally:

@@ -132,7 +132,7 @@ async def invoke_bounded(workload, client, f: str, value: Any, timeout_s: float,
                                                   limiter=limiter, abandon_on_cancel=True)
         return t, v, err, False
     assert watchdog.cancelled_caught
-    return "info", None, HUNG, True
+    return "info", value, HUNG, True
 
 
 def _enc(v: Any) -> bytes:
