@@ -350,7 +350,18 @@ class DataPath:
                 if best is None or h.max_timestamp > best.max_timestamp:
                     best = h
             if best is not None:
-                resp.update(offset=best.last_offset, timestamp=best.max_timestamp,
+                # The first record carrying the max timestamp, as Kafka since KAFKA-16310,
+                # not the batch's last offset.
+                offset = best.last_offset
+                try:
+                    from kraft.records import RecordBatch
+
+                    _, data = next(plog.iter_batches(best.base_offset, with_data=True))
+                    offset = next(off for off, rts, _ in RecordBatch.decode(data).iter_resolved()
+                                  if rts == best.max_timestamp)
+                except (CorruptRecordError, StopIteration):
+                    pass
+                resp.update(offset=offset, timestamp=best.max_timestamp,
                             leader_epoch=best.partition_leader_epoch)
         else:
             # Any other negative value is a search like Kafka's: every record is at or after it.
