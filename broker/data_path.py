@@ -255,8 +255,11 @@ class DataPath:
                 "preferred_read_replica": -1, "aborted_transactions": None}
         partition = self.replicas.get(name, index) if name else None
         if partition is None:
-            resp["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is None or \
-                self.replicas.image.topic(name) is None else ErrorCode.NOT_LEADER_OR_FOLLOWER
+            known = self.replicas.image.topic(name) if name else None
+            # Kafka: a partition the topic does not have is unknown, one hosted elsewhere is
+            # another broker's to serve.
+            resp["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER if known and index in known.partitions \
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             if name is None:
                 resp["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
             return resp
