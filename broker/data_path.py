@@ -340,7 +340,9 @@ class DataPath:
         ts = p["timestamp"]
         plog = partition.log
         if ts == EARLIEST_TIMESTAMP or ts in (-4, -5):
-            resp.update(offset=plog.log_start_offset)
+            # With the epoch that wrote the log start, as Kafka (its leader epoch cache).
+            resp.update(offset=plog.log_start_offset,
+                        leader_epoch=st.epoch_cache.epoch_for_offset(plog.log_start_offset))
         elif ts == LATEST_TIMESTAMP:
             # A follower asking (replica id set) wants the log end; a consumer the HW.
             latest = plog.log_end_offset if replica_id >= 0 else st.high_watermark
