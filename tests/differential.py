@@ -192,11 +192,59 @@ class Session:
     steps: list[Step] = field(default_factory=list)
     verbose: bool = False
     p: str = "diff"  # the prefix of every topic and group name
+    nodes: dict[int, tuple[str, int]] = field(default_factory=dict)  # broker id -> address
+    coordinators: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     async def raw(self, api: str, body: dict, version: int | None = None, timeout_s: float = 30.0):
-        return await self.client.request(self.host, self.port, api,
-                                         self.versions[api] if version is None else version,
-                                         body, timeout_s=timeout_s)
+        """One request to the node a client would send it to (:meth:`route`)."""
+        v = self.versions[api] if version is None else version
+        if api == "ListGroups" and len(self.nodes) > 1:
+            # Each broker lists the groups it coordinates; a client asks them all.
+            answers = [await self.client.request(h, p, api, v, body, timeout_s=timeout_s)
+                       for h, p in self.nodes.values()]
+            merged = dict(answers[0])
+            merged["groups"] = [g for a in answers for g in a["groups"]]
+            merged["error_code"] = next((a["error_code"] for a in answers if a["error_code"]), 0)
+            return merged
+        host, port = await self.route(api, body)
+        return await self.client.request(host, port, api, v, body, timeout_s=timeout_s)
+
+    async def discover(self) -> None:
+        """The cluster's brokers, from the bootstrap node's Metadata."""
+        md = await self.client.request(self.host, self.port, "Metadata", 12, {"topics": []}, timeout_s=30)
+        self.nodes = {b["node_id"]: (b["host"], b["port"]) for b in md["brokers"]}
+
+    async def route(self, api: str, body: dict) -> tuple[str, int]:
+        """Partition requests to the partition's leader, group requests to the group's
+        coordinator, the rest (and anything unknown) to the bootstrap node."""
+        bootstrap = (self.host, self.port)
+        if len(self.nodes) <= 1:
+            return bootstrap
+        group = _group_of(api, body)
+        if group is not None:
+            return self.coordinators.get(group) or await self._find_coordinator(group) or bootstrap
+        where = _partition_of(api, body)
+        if where is None:
+            return bootstrap
+        topic, partition = where
+        md = await self.client.request(self.host, self.port, "Metadata", 12, {
+            "topics": [{"name": topic}], "allow_auto_topic_creation": False}, timeout_s=30)
+        for p in md["topics"][0]["partitions"]:
+            if p["partition_index"] == partition and p["leader_id"] in self.nodes:
+                return self.nodes[p["leader_id"]]
+        return bootstrap
+
+    async def _find_coordinator(self, group: str) -> tuple[str, int] | None:
+        deadline = trio.current_time() + STEP_TIMEOUT_S
+        while trio.current_time() < deadline:
+            resp = await self.client.request(self.host, self.port, "FindCoordinator", 4, {
+                "key_type": 0, "coordinator_keys": [group]}, timeout_s=STEP_TIMEOUT_S)
+            c = resp["coordinators"][0]
+            if c["error_code"] == 0:
+                self.coordinators[group] = (c["host"], c["port"])
+                return self.coordinators[group]
+            await trio.sleep(0.2)
+        return None
 
     async def call(self, label: str, api: str, body: dict, version: int | None = None) -> dict:
         """Send, record the normalised answer under ``label``, return the raw answer."""
@@ -212,8 +260,9 @@ class Session:
                 resp = await self.raw(api, body, v, timeout_s=STEP_TIMEOUT_S)
         except (NodeUnavailable, Exception) as exc:  # noqa: BLE001 - an answer to compare
             # A broker answers a connection's requests in order: one it never answers would
-            # hold up every later one, so the next step gets a new connection.
-            self.client.disconnect(self.host, self.port)
+            # hold up every later one, so the next step gets new connections.
+            for host, port in {(self.host, self.port), *self.nodes.values()}:
+                self.client.disconnect(host, port)
             resp, error = {}, f"<error: {type(exc).__name__}>"
         else:
             error = None
@@ -257,6 +306,38 @@ class Session:
             if trio.current_time() > deadline:
                 raise TimeoutError(f"{topic} has no {key}={value} after {timeout_s}s: {resp}")
             await trio.sleep(0.1)
+
+
+_GROUP_APIS = {"JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch",
+               "DescribeGroups", "DeleteGroups"}
+
+
+def _group_of(api: str, body: dict) -> str | None:
+    if api not in _GROUP_APIS:
+        return None
+    if body.get("group_id"):
+        return body["group_id"]
+    for key, pick in (("groups", lambda g: g["group_id"] if isinstance(g, dict) else g),
+                      ("groups_names", lambda g: g)):
+        if body.get(key):
+            return pick(body[key][0])
+    return None
+
+
+def _partition_of(api: str, body: dict) -> tuple[str, int] | None:
+    try:
+        if api == "Produce":
+            t = body["topic_data"][0]
+            return t["name"], t["partition_data"][0]["index"]
+        if api == "Fetch":
+            t = body["topics"][0]
+            return t["topic"], t["partitions"][0]["partition"]
+        if api == "ListOffsets":
+            t = body["topics"][0]
+            return t["name"], t["partitions"][0]["partition_index"]
+    except (KeyError, IndexError):
+        pass
+    return None
 
 
 async def common_versions(sessions: list[Session]) -> tuple[dict[str, int], list[dict]]:
@@ -543,15 +624,17 @@ async def group_steps(s: Session) -> None:
     await s.call("OffsetFetch", of, _offset_fetch(group, s.p, [0, 1, 2], s.versions[of]))
     await s.call("OffsetFetch v7 (older)", of, _offset_fetch(group, s.p, [0, 1, 2], 7), version=7)
     await s.call("OffsetFetch unknown group", of, _offset_fetch(s.p + "-no-such-group", s.p, [0], s.versions[of]))
-    await s.call("DescribeGroups", "DescribeGroups", {"groups": [group, s.p + "-simple", s.p + "-no-such-group"],
-                                                      "include_authorized_operations": False})
+    # One group per request: in a cluster each goes to its own coordinator.
+    for label, g in (("", group), (" standalone group", s.p + "-simple"), (" unknown group", s.p + "-no-such-group")):
+        await s.call(f"DescribeGroups{label}", "DescribeGroups", {"groups": [g], "include_authorized_operations": False})
     await s.call("ListGroups", "ListGroups", {"states_filter": [], "types_filter": []})
     await s.call("ListGroups state Stable", "ListGroups", {"states_filter": ["Stable"], "types_filter": []})
-    await s.call("DeleteGroups non-empty and unknown", "DeleteGroups",
-                 {"groups_names": [group, s.p + "-no-such-group"]})
+    await s.call("DeleteGroups non-empty", "DeleteGroups", {"groups_names": [group]})
+    await s.call("DeleteGroups unknown", "DeleteGroups", {"groups_names": [s.p + "-no-such-group"]})
     await s.call("LeaveGroup", "LeaveGroup", {"group_id": group, "member_id": member, "members": [
         {"member_id": member, "group_instance_id": None, "reason": None}]})
-    await s.call("DeleteGroups after leaving", "DeleteGroups", {"groups_names": [group, s.p + "-simple"]})
+    await s.call("DeleteGroups after leaving", "DeleteGroups", {"groups_names": [group]})
+    await s.call("DeleteGroups standalone group", "DeleteGroups", {"groups_names": [s.p + "-simple"]})
     await s.call("OffsetFetch after delete", of, _offset_fetch(group, s.p, [0], s.versions[of]))
 
 
@@ -639,6 +722,7 @@ def run(kafka_bootstrap: str, kraft_bootstrap: str, *, replication: int = 1,
                 versions, ranges = await common_versions(sessions)
                 for s in sessions:
                     s.versions = versions
+                    await s.discover()
                     await scenario(s, replication=replication)
                 return sessions, versions, ranges
             finally:
