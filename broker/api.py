@@ -180,7 +180,9 @@ class BrokerApi:
             topic = image.topic(name) if name is not None else None
             if topic is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
-                if auto_create and name and _legal_topic_name(name):
+                if name is not None and not _legal_topic_name(name):
+                    error = ErrorCode.INVALID_TOPIC_EXCEPTION  # as Kafka, which checks the name first
+                elif auto_create and name:
                     self._auto_create(name)
                     error = ErrorCode.LEADER_NOT_AVAILABLE
                 topics.append({"error_code": error, "name": name, "partitions": [],

@@ -15,7 +15,7 @@ STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
 # config type ids (DescribeConfigs v3+)
-_STRING, _INT, _LONG, _BOOLEAN, _LIST = 2, 3, 4, 1, 7
+_STRING, _INT, _LONG, _BOOLEAN, _LIST = 2, 3, 5, 1, 7  # 4 is SHORT
 
 
 def topic_defaults(config: ServerConfig) -> dict[str, tuple[str, int, int]]:

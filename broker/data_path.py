@@ -278,8 +278,11 @@ class DataPath:
                 "preferred_read_replica": -1, "aborted_transactions": None}
         partition = self.replicas.get(name, index) if name else None
         if partition is None:
-            resp["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is None or \
-                self.replicas.image.topic(name) is None else ErrorCode.NOT_LEADER_OR_FOLLOWER
+            known = self.replicas.image.topic(name) if name else None
+            # Kafka: a partition the topic does not have is unknown, one hosted elsewhere is
+            # another broker's to serve.
+            resp["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER if known and index in known.partitions \
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             if name is None:
                 resp["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
             return resp
@@ -372,7 +375,9 @@ class DataPath:
         if read_committed and not self.replicas.unsafe_read_committed_hw:
             fetchable = partition.last_stable_offset
         if ts == EARLIEST_TIMESTAMP or ts in (-4, -5):
-            resp.update(offset=plog.log_start_offset)
+            # With the epoch that wrote the log start, as Kafka (its leader epoch cache).
+            resp.update(offset=plog.log_start_offset,
+                        leader_epoch=st.epoch_cache.epoch_for_offset(plog.log_start_offset))
         elif ts == LATEST_TIMESTAMP:
             # A follower asking (replica id set) wants the log end; a consumer the HW, or the
             # LSO when it reads committed data only.
@@ -386,7 +391,18 @@ class DataPath:
                 if best is None or h.max_timestamp > best.max_timestamp:
                     best = h
             if best is not None:
-                resp.update(offset=best.last_offset, timestamp=best.max_timestamp,
+                # The first record carrying the max timestamp, as Kafka since KAFKA-16310,
+                # not the batch's last offset.
+                offset = best.last_offset
+                try:
+                    from kraft.records import RecordBatch
+
+                    _, data = next(plog.iter_batches(best.base_offset, with_data=True))
+                    offset = next(off for off, rts, _ in RecordBatch.decode(data).iter_resolved()
+                                  if rts == best.max_timestamp)
+                except (CorruptRecordError, StopIteration):
+                    pass
+                resp.update(offset=offset, timestamp=best.max_timestamp,
                             leader_epoch=best.partition_leader_epoch)
         else:
             # Any other negative value is a search like Kafka's: every record is at or after it.

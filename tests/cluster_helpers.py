@@ -85,6 +85,11 @@ def start_cluster(cluster: LocalCluster) -> LocalCluster:
     """Format, start, and wait until a controller is active and every broker is unfenced."""
     cluster.format()
     cluster.start_all()
+    return wait_cluster_ready(cluster)
+
+
+def wait_cluster_ready(cluster: LocalCluster) -> LocalCluster:
+    """Until a controller is active and every broker is unfenced."""
     wait_until(lambda: active_controller(cluster), what="an active controller")
     count = len(cluster.brokers)
 

@@ -302,6 +302,18 @@ def test_roll_on_segment_ms(tmp_path):
     assert [s.base_offset for s in log.segments] == [0, 2, 3]
 
 
+def test_old_timestamps_roll_by_their_own_span_not_the_clock(tmp_path):
+    """Kafka's timeWaitedForRoll: batches stamped years ago (a replay, a migration) share a
+    segment while their timestamps stay within segment.ms of its first one."""
+    clock = Clock(10_000_000)
+    log = open_log(tmp_path, clock, segment_ms=1000)
+    for ts in (5_000, 5_500, 4_000, 5_900):
+        log.append(make_batch(0, 1, timestamp=ts), assign_offsets=True)
+    assert len(log.segments) == 1
+    log.append(make_batch(0, 1, timestamp=6_001), assign_offsets=True)
+    assert [s.base_offset for s in log.segments] == [0, 4]
+
+
 def test_roll_when_index_full(tmp_path):
     # 24 bytes of index: three offset-index entries, two time-index entries.
     log = open_log(tmp_path, segment_index_bytes=24, index_interval_bytes=1)

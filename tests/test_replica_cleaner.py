@@ -25,7 +25,7 @@ from metadata.image import (
 
 TOPIC = "t"
 TOPIC_ID = uuid.UUID(int=7)
-COMPACT = {"cleanup.policy": "compact", "segment.bytes": "1000", "min.cleanable.dirty.ratio": "0.01"}
+COMPACT = {"cleanup.policy": "compact", "segment.bytes": "200", "min.cleanable.dirty.ratio": "0.01"}
 
 
 def image(configs, *, offset=1, topic=True):
@@ -37,7 +37,7 @@ def image(configs, *, offset=1, topic=True):
 
 
 def fill(partition, rounds, keys=4):
-    """``rounds`` batches of one value per key: many small segments at segment.bytes=1000."""
+    """``rounds`` batches of one value per key: one batch per segment at segment.bytes=200."""
     for r in range(rounds):
         partition.append_as_leader(bytearray(build_batch(
             [(b"k%d" % k, b"v%d-%d" % (k, r)) for k in range(keys)], timestamp=1)))
@@ -135,7 +135,7 @@ def test_truncation_pulls_the_cleaner_checkpoint_back(manager):
 
 
 def test_delete_policy_replicas_are_left_alone_until_altered(manager):
-    plain = {"segment.bytes": "1000"}
+    plain = {"segment.bytes": "200"}
     first = image(plain)
     manager.on_image(EMPTY_IMAGE, first)
     p = manager.get(TOPIC, 0)
@@ -163,10 +163,10 @@ def test_topic_config_applies_to_logs_found_at_startup(tmp_path):
     rm.close()
     again = ReplicaManager(1, config)
     try:
-        assert again.log_dir.get((TOPIC, 0)).config.segment_bytes != 1000  # opened with defaults
+        assert again.log_dir.get((TOPIC, 0)).config.segment_bytes != 200  # opened with defaults
         again.on_image(EMPTY_IMAGE, image(COMPACT))
         log = again.get(TOPIC, 0).log
-        assert log.config.compact and log.config.segment_bytes == 1000
+        assert log.config.compact and log.config.segment_bytes == 200
     finally:
         again.close()
 

@@ -231,7 +231,8 @@ class Log:
         batches = stamp_batches(buf, batches, self._leo, assign_offsets=assign_offsets,
                                 leader_epoch=leader_epoch)
         info = AppendInfo.of(batches, len(buf))
-        seg = self._segment_for_append(len(buf), info.first_offset, info.last_offset, now)
+        seg = self._segment_for_append(len(buf), info.first_offset, info.last_offset, now,
+                                       info.max_timestamp)
         seg.append(buf, batches)
         self._leo = info.last_offset + 1
         if self.unflushed_messages >= self.config.flush_messages:
@@ -240,22 +241,27 @@ class Log:
             self.maybe_flush(now)
         return info
 
-    def _segment_for_append(self, size: int, first: int, last: int, now: int) -> LogSegment:
+    def _segment_for_append(self, size: int, first: int, last: int, now: int,
+                            max_timestamp: int) -> LogSegment:
         seg = self._segments[-1]
         if seg.size == 0:
             if not (seg.can_hold_offset(first) and seg.can_hold_offset(last)):
                 self._roll(first, now)  # an empty segment whose base cannot index these
-        elif self._should_roll(seg, size, last, now):
+        elif self._should_roll(seg, size, last, now, max_timestamp):
             self._roll(first, now)
         seg = self._segments[-1]
         if not seg.can_hold_offset(last):
             raise LogError(f"append spans offsets {first}..{last}, too many for one segment")
         return seg
 
-    def _should_roll(self, seg: LogSegment, size: int, last: int, now: int) -> bool:
+    def _should_roll(self, seg: LogSegment, size: int, last: int, now: int, max_timestamp: int) -> bool:
         cfg = self.config
         rolling_ts = seg.rolling_base_timestamp()
-        waited = now - (rolling_ts if rolling_ts >= 0 else seg.created_ms)
+        # As Kafka's LogSegment.timeWaitedForRoll: the appended records' own timestamps
+        # against the segment's first one, not the clock, so records carrying old
+        # timestamps (a migration, a replay) still fill a segment instead of rolling one
+        # segment per batch; the clock only when the segment has no timestamp.
+        waited = (max_timestamp - rolling_ts) if rolling_ts >= 0 else now - seg.created_ms
         return (seg.size > cfg.segment_bytes - size or waited > cfg.segment_ms
                 or seg.offset_index.is_full or seg.time_index.is_full
                 or not seg.can_hold_offset(last))

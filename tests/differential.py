@@ -1,0 +1,838 @@
+"""Differential testing: one sequence of raw Kafka requests against Apache Kafka and against
+kraft, the answers compared field by field.
+
+Apache Kafka (the pinned release, :class:`kraft.apache_kafka.ApacheKafkaCluster`) is the
+oracle.  :func:`scenario` is the sequence: admin requests (good and bad topic creations,
+deletions, partition increases, configs), Metadata, Produce, Fetch, ListOffsets, the classic
+consumer group APIs and InitProducerId, each sent with kraft's own client
+(:mod:`kraft.client`) at the highest version both brokers serve, and a few at older versions.
+Both clusters get the same topic and group names and records with fixed timestamps, so their
+answers should be equal but for what legitimately differs: :func:`normalise` masks it (ids,
+host names, ports, throttle times, free-text error messages) and nothing else.
+
+A difference is ``(step, path, kafka value, kraft value)``.  docs/DIFFERENCES.md lists the
+known ones (a table of step/path glob patterns with the reason for each); a difference that
+no row matches is a failure.  ApiVersions is reported as data (which API ranges differ), not
+compared.
+
+    python tests/differential.py --kafka-nodes 1 --kraft-nodes 1 [--report out.md]
+    python tests/differential.py --kafka 127.0.0.1:9092 --kraft 127.0.0.1:9192   # running clusters
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import re
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+for _p in (ROOT, ROOT / "tests"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+import trio  # noqa: E402
+
+from kraft.client import KafkaClient, NodeUnavailable  # noqa: E402
+from kraft.protocol import codec  # noqa: E402
+from kraft.protocol.rpc import API_KEYS, API_NAMES  # noqa: E402
+from kraft.records import build_batch, decode_batches  # noqa: E402
+from kraft.trio_run import run_trio  # noqa: E402
+
+DIFFERENCES_MD = ROOT / "docs" / "DIFFERENCES.md"
+
+# Settings given to both clusters: quick elections and no wait before the first rebalance
+# (both brokers default to 3 s, which a JoinGroup of a new group would sit out).
+OVERRIDES = {
+    "controller.quorum.election.timeout.ms": "500",
+    "controller.quorum.fetch.timeout.ms": "1000",
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "3000",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+BASE_TIMESTAMP = 1_700_000_000_000  # records carry fixed CreateTimes: comparable ListOffsets
+ZERO_UUID = uuid.UUID(int=0)
+# COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+RETRIABLE = {14, 15, 16}
+STEP_TIMEOUT_S = 15.0  # an unanswered request is a difference ("<error: NodeUnavailable>")
+
+# ------------------------------------------------------------------------------ normaliser
+
+# Fields whose values legitimately differ between two clusters, masked wherever they appear.
+# An id is masked only when set, so "no id" (0 / -1 / the zero UUID / "") still compares.
+MASKED = {
+    "throttle_time_ms": "<time>",
+    "cluster_id": "<cluster id>",
+    "host": "<host>",
+    "port": "<port>",
+    "client_host": "<host>",
+    "topic_id": "<topic id>",
+    "member_id": "<member id>",
+    "leader": "<member id>",           # JoinGroup's leader: a member id
+    "producer_id": "<producer id>",
+    "session_id": "<session id>",
+}
+# Free text (null, empty or a sentence, as each broker likes): the error code is compared.
+MESSAGES = {"error_message", "batch_index_error_message"}
+_UNSET = (None, "", -1, ZERO_UUID)
+
+
+def normalise(value, key: str | None = None):
+    """A response with :data:`MASKED` fields replaced by placeholders and the lists whose
+    order the protocol leaves open sorted; record sets decoded to comparable tuples."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if k in MESSAGES:
+                out[k] = "<message>"
+            elif k in MASKED and not isinstance(v, (dict, list)):
+                out[k] = v if v in _UNSET else MASKED[k]
+            elif k == "records":
+                out[k] = _records(v)
+            else:
+                out[k] = normalise(v, k)
+        return out
+    if isinstance(value, list):
+        items = [normalise(v, key) for v in value]
+        if key in ("topics", "groups", "brokers", "results", "responses", "configs", "partitions"):
+            items.sort(key=_sort_key)
+        return items
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    return value
+
+
+def _error_codes(value) -> set[int]:
+    if isinstance(value, dict):
+        out = {value["error_code"]} if isinstance(value.get("error_code"), int) else set()
+        for v in value.values():
+            if isinstance(v, (dict, list)):
+                out |= _error_codes(v)
+        return out
+    if isinstance(value, list):
+        return set().union(*map(_error_codes, value)) if value else set()
+    return set()
+
+
+def _sort_key(item) -> str:
+    if isinstance(item, dict):
+        for k in ("name", "group_id", "resource_name", "node_id", "topic", "key", "partition_index"):
+            if k in item:
+                return str(item[k])
+    return repr(item)
+
+
+def _records(data):
+    """Batches as (base offset, leader epoch, producer id set?, records); records as
+    (offset, timestamp, key, value, headers)."""
+    if not data:
+        return data if data is None else []
+    out = []
+    for batch in decode_batches(bytes(data)):
+        out.append({
+            "base_offset": batch.base_offset,
+            "partition_leader_epoch": batch.partition_leader_epoch,
+            "compression": batch.compression, "timestamp_type": batch.timestamp_type,
+            "records": [[batch.base_offset + r.offset_delta, r.timestamp,
+                         r.key.hex() if r.key is not None else None,
+                         r.value.hex() if r.value is not None else None,
+                         [[hk, hv.hex() if hv is not None else None] for hk, hv in r.headers]]
+                        for r in batch.records],
+        })
+    return out
+
+
+def diff(kafka, kraft, path: str = "") -> list[tuple[str, object, object]]:
+    """Every place where two normalised answers differ, as (path, kafka value, kraft value)."""
+    if isinstance(kafka, dict) and isinstance(kraft, dict):
+        out = []
+        for k in sorted(set(kafka) | set(kraft)):
+            sub = f"{path}.{k}" if path else k
+            if k not in kafka or k not in kraft:
+                out.append((sub, kafka.get(k, "<absent>"), kraft.get(k, "<absent>")))
+            else:
+                out += diff(kafka[k], kraft[k], sub)
+        return out
+    if isinstance(kafka, list) and isinstance(kraft, list):
+        out = []
+        if len(kafka) != len(kraft):
+            out.append((f"{path}.len", len(kafka), len(kraft)))
+        for i, (a, b) in enumerate(zip(kafka, kraft)):
+            out += diff(a, b, f"{path}[{i}]")
+        return out
+    return [] if kafka == kraft else [(path, kafka, kraft)]
+
+
+# ------------------------------------------------------------------------------ the sessions
+
+
+@dataclass
+class Step:
+    label: str
+    api: str
+    version: int
+    response: object  # the normalised answer, or "<error: ...>"
+
+
+@dataclass
+class Session:
+    """One broker's side of the run: sends requests, keeps every answer by step label."""
+    client: KafkaClient
+    host: str
+    port: int
+    versions: dict[str, int]  # api -> the version to use (highest both serve)
+    steps: list[Step] = field(default_factory=list)
+    verbose: bool = False
+    p: str = "diff"  # the prefix of every topic and group name
+    nodes: dict[int, tuple[str, int]] = field(default_factory=dict)  # broker id -> address
+    coordinators: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    async def raw(self, api: str, body: dict, version: int | None = None, timeout_s: float = 30.0):
+        """One request to the node a client would send it to (:meth:`route`)."""
+        v = self.versions[api] if version is None else version
+        if api == "ListGroups" and len(self.nodes) > 1:
+            # Each broker lists the groups it coordinates; a client asks them all.
+            answers = [await self.client.request(h, p, api, v, body, timeout_s=timeout_s)
+                       for h, p in self.nodes.values()]
+            merged = dict(answers[0])
+            merged["groups"] = [g for a in answers for g in a["groups"]]
+            merged["error_code"] = next((a["error_code"] for a in answers if a["error_code"]), 0)
+            return merged
+        host, port = await self.route(api, body)
+        return await self.client.request(host, port, api, v, body, timeout_s=timeout_s)
+
+    async def discover(self) -> None:
+        """The cluster's brokers, from the bootstrap node's Metadata."""
+        md = await self.client.request(self.host, self.port, "Metadata", 12, {"topics": []}, timeout_s=30)
+        self.nodes = {b["node_id"]: (b["host"], b["port"]) for b in md["brokers"]}
+
+    async def route(self, api: str, body: dict) -> tuple[str, int]:
+        """Partition requests to the partition's leader, group requests to the group's
+        coordinator, the rest (and anything unknown) to the bootstrap node."""
+        bootstrap = (self.host, self.port)
+        if len(self.nodes) <= 1:
+            return bootstrap
+        group = _group_of(api, body)
+        if group is not None:
+            return self.coordinators.get(group) or await self._find_coordinator(group) or bootstrap
+        where = _partition_of(api, body)
+        if where is None:
+            return bootstrap
+        topic, partition = where
+        md = await self.client.request(self.host, self.port, "Metadata", 12, {
+            "topics": [{"name": topic}], "allow_auto_topic_creation": False}, timeout_s=30)
+        for p in md["topics"][0]["partitions"]:
+            if p["partition_index"] == partition and p["leader_id"] in self.nodes:
+                return self.nodes[p["leader_id"]]
+        return bootstrap
+
+    async def _find_coordinator(self, group: str) -> tuple[str, int] | None:
+        deadline = trio.current_time() + STEP_TIMEOUT_S
+        while trio.current_time() < deadline:
+            resp = await self.client.request(self.host, self.port, "FindCoordinator", 4, {
+                "key_type": 0, "coordinator_keys": [group]}, timeout_s=STEP_TIMEOUT_S)
+            c = resp["coordinators"][0]
+            if c["error_code"] == 0:
+                self.coordinators[group] = (c["host"], c["port"])
+                return self.coordinators[group]
+            await trio.sleep(0.2)
+        return None
+
+    async def call(self, label: str, api: str, body: dict, version: int | None = None) -> dict:
+        """Send, record the normalised answer under ``label``, return the raw answer."""
+        v = self.versions[api] if version is None else version
+        started = trio.current_time()
+        try:
+            resp = await self.raw(api, body, v, timeout_s=STEP_TIMEOUT_S)
+            # A coordinator that is still loading (a new __consumer_offsets partition, a
+            # producer id block being fetched) answers with a retriable error; a client
+            # retries, so does this, and only the settled answer is compared.
+            while RETRIABLE & _error_codes(resp) and trio.current_time() - started < STEP_TIMEOUT_S:
+                await trio.sleep(0.2)
+                resp = await self.raw(api, body, v, timeout_s=STEP_TIMEOUT_S)
+        except (NodeUnavailable, Exception) as exc:  # noqa: BLE001 - an answer to compare
+            # A broker answers a connection's requests in order: one it never answers would
+            # hold up every later one, so the next step gets new connections.
+            for host, port in {(self.host, self.port), *self.nodes.values()}:
+                self.client.disconnect(host, port)
+            resp, error = {}, f"<error: {type(exc).__name__}>"
+        else:
+            error = None
+        if self.verbose:
+            print(f"  {self.port}: {label} ({api} v{v}) {trio.current_time() - started:.2f}s {error or ''}",
+                  file=sys.stderr, flush=True)
+        if error:
+            self.steps.append(Step(label, api, v, error))
+            return resp
+        self.steps.append(Step(label, api, v, normalise(resp)))
+        return resp
+
+    async def metadata(self, topics: list[str]) -> dict:
+        return await self.raw("Metadata", {"topics": [{"name": t} for t in topics],
+                                           "allow_auto_topic_creation": False})
+
+    async def wait_topic(self, topic: str, partitions: int, timeout_s: float = 30.0) -> dict:
+        """Until every partition of ``topic`` has a leader (not a recorded step)."""
+        deadline = trio.current_time() + timeout_s
+        while True:
+            md = await self.metadata([topic])
+            t = md["topics"][0]
+            if t["error_code"] == 0 and len(t["partitions"]) == partitions and all(
+                    p["leader_id"] >= 0 for p in t["partitions"]):
+                return t
+            if trio.current_time() > deadline:
+                raise TimeoutError(f"topic {topic} has no leaders after {timeout_s}s: {t}")
+            await trio.sleep(0.1)
+
+
+    async def wait_config(self, topic: str, key: str, value: str, timeout_s: float = 30.0) -> None:
+        """Until the broker's view of ``topic`` has ``key=value`` (a change reaches it through
+        its metadata, a moment after the answer; not a recorded step)."""
+        deadline = trio.current_time() + timeout_s
+        while True:
+            resp = await self.raw("DescribeConfigs", {
+                "resources": [{"resource_type": 2, "resource_name": topic, "configuration_keys": [key]}],
+                "include_synonyms": False, "include_documentation": False})
+            if any(c["value"] == value for c in resp["results"][0]["configs"]):
+                return
+            if trio.current_time() > deadline:
+                raise TimeoutError(f"{topic} has no {key}={value} after {timeout_s}s: {resp}")
+            await trio.sleep(0.1)
+
+
+_GROUP_APIS = {"JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch",
+               "DescribeGroups", "DeleteGroups"}
+
+
+def _group_of(api: str, body: dict) -> str | None:
+    if api not in _GROUP_APIS:
+        return None
+    if body.get("group_id"):
+        return body["group_id"]
+    for key, pick in (("groups", lambda g: g["group_id"] if isinstance(g, dict) else g),
+                      ("groups_names", lambda g: g)):
+        if body.get(key):
+            return pick(body[key][0])
+    return None
+
+
+def _partition_of(api: str, body: dict) -> tuple[str, int] | None:
+    try:
+        if api == "Produce":
+            t = body["topic_data"][0]
+            return t["name"], t["partition_data"][0]["index"]
+        if api == "Fetch":
+            t = body["topics"][0]
+            return t["topic"], t["partitions"][0]["partition"]
+        if api == "ListOffsets":
+            t = body["topics"][0]
+            return t["name"], t["partitions"][0]["partition_index"]
+    except (KeyError, IndexError):
+        pass
+    return None
+
+
+async def common_versions(sessions: list[Session]) -> tuple[dict[str, int], list[dict]]:
+    """The highest version of each API that every broker serves and kraft's codec knows, and
+    each broker's advertised ranges (for the report)."""
+    ranges = []
+    for s in sessions:
+        resp = await s.client.request(s.host, s.port, "ApiVersions", 3,
+                                      {"client_software_name": "kraft-differential",
+                                       "client_software_version": "1"})
+        ranges.append({a["api_key"]: (a["min_version"], a["max_version"]) for a in resp["api_keys"]})
+    versions = {}
+    for api, key in API_KEYS.items():
+        known = codec.versions_of(api)
+        highs = [r[key][1] for r in ranges if key in r]
+        lows = [r[key][0] for r in ranges if key in r]
+        if len(highs) == len(sessions):
+            v = min(min(highs), known.hi)
+            if v >= max(lows):
+                versions[api] = v
+    return versions, ranges
+
+
+# ------------------------------------------------------------------------------ the scenario
+
+def batch(values: list[bytes], first_ts: int = BASE_TIMESTAMP, keys=None) -> bytes:
+    keys = keys or [None] * len(values)
+    return build_batch([(k, v) for k, v in zip(keys, values)], timestamp=first_ts)
+
+
+def _topic(name: str, partitions: int = 1, rf: int = 1, configs: dict | None = None) -> dict:
+    return {"name": name, "num_partitions": partitions, "replication_factor": rf, "assignments": [],
+            "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}
+
+
+def _produce(topic: str, partition: int, records: bytes | None, acks: int = -1) -> dict:
+    return {"transactional_id": None, "acks": acks, "timeout_ms": 10_000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
+
+
+def _fetch(topic: str, topic_id, partition: int, offset: int, *, epoch: int = -1,
+           last_fetched_epoch: int = -1, max_wait_ms: int = 0) -> dict:
+    return {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic, "topic_id": topic_id, "partitions": [
+                {"partition": partition, "current_leader_epoch": epoch, "fetch_offset": offset,
+                 "last_fetched_epoch": last_fetched_epoch, "log_start_offset": -1,
+                 "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""}
+
+
+def _list_offsets(topic: str, partition: int, timestamp: int, epoch: int = -1) -> dict:
+    return {"replica_id": -1, "isolation_level": 0, "timeout_ms": 10_000,
+            "topics": [{"name": topic, "partitions": [
+                {"partition_index": partition, "current_leader_epoch": epoch, "timestamp": timestamp}]}]}
+
+
+def _offset_fetch(group: str, topic: str, partitions: list[int], version: int) -> dict:
+    if version >= 8:
+        return {"groups": [{"group_id": group, "topics": [{"name": topic, "partition_indexes": partitions}]}],
+                "require_stable": False}
+    return {"group_id": group, "topics": [{"name": topic, "partition_indexes": partitions}],
+            "require_stable": False}
+
+
+def _offset_commit(group: str, generation: int, member: str, topic: str, offsets: dict[int, int]) -> dict:
+    return {"group_id": group, "generation_id_or_member_epoch": generation, "member_id": member,
+            "group_instance_id": None,
+            "topics": [{"name": topic, "partitions": [
+                {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
+                 "committed_metadata": f"m{o}"} for p, o in offsets.items()]}]}
+
+
+CONSUMER_METADATA = bytes.fromhex("0003000000010004646966660000000000000000")  # v3 subscription to "diff"
+
+
+async def scenario(s: Session, *, replication: int = 1) -> None:
+    """The sequence of requests; every answer it records is compared across brokers.
+
+    Ids that differ by nature (topic ids, member ids) are read from the same broker's earlier
+    answers, so each broker is asked the same question in its own terms."""
+    rf = replication
+    await admin_steps(s, rf)
+    await data_steps(s, rf)
+    await group_steps(s)
+    await s.call("InitProducerId without transactional id", "InitProducerId",
+                 {"transactional_id": None, "transaction_timeout_ms": 60_000,
+                  "producer_id": -1, "producer_epoch": -1})
+
+
+async def admin_steps(s: Session, rf: int) -> None:
+    create = "CreateTopics"
+    await s.call("CreateTopics good (3 partitions, one config)", create, {
+        # No time-based retention: the records carry 2023 timestamps, and a retention pass
+        # (Kafka's first runs 30 s after start) must not delete them mid-run.
+        "topics": [_topic(s.p, 3, rf, {"retention.ms": "-1"})], "timeout_ms": 30_000,
+        "validate_only": False})
+    await s.wait_topic(s.p, 3)
+    await s.call("CreateTopics validate_only", create, {
+        "topics": [_topic(s.p + "-validate", 2, rf)], "timeout_ms": 30_000, "validate_only": True})
+    await s.call("Metadata after validate_only", "Metadata", {
+        "topics": [{"name": s.p + "-validate"}], "allow_auto_topic_creation": False})
+    await s.call("CreateTopics existing topic", create, {
+        "topics": [_topic(s.p, 3, rf)], "timeout_ms": 30_000, "validate_only": False})
+    for label, name in (("slash", "bad/name"), ("empty", ""), ("dot", "."), ("dotdot", ".."),
+                        ("250 chars", "x" * 250), ("space", "bad name")):
+        await s.call(f"CreateTopics bad name: {label}", create, {
+            "topics": [_topic(name)], "timeout_ms": 30_000, "validate_only": False})
+    await s.call("CreateTopics replication factor 0", create, {
+        "topics": [_topic(s.p + "-rf0", 1, 0)], "timeout_ms": 30_000, "validate_only": False})
+    await s.call("CreateTopics replication factor above brokers", create, {
+        "topics": [_topic(s.p + "-rf9", 1, 9)], "timeout_ms": 30_000, "validate_only": False})
+    await s.call("CreateTopics 0 partitions", create, {
+        "topics": [_topic(s.p + "-p0", 0, rf)], "timeout_ms": 30_000, "validate_only": False})
+    await s.call("CreateTopics invalid config value", create, {
+        "topics": [_topic(s.p + "-badcfg", 1, rf, {"cleanup.policy": "sometimes"})], "timeout_ms": 30_000,
+        "validate_only": False})
+    await s.call("CreateTopics unknown config key", create, {
+        "topics": [_topic(s.p + "-unknowncfg", 1, rf, {"no.such.config": "1"})], "timeout_ms": 30_000,
+        "validate_only": False})
+    await s.call("CreateTopics non-numeric retention.ms", create, {
+        "topics": [_topic(s.p + "-badnum", 1, rf, {"retention.ms": "soon"})], "timeout_ms": 30_000,
+        "validate_only": False})
+    await s.call("CreateTopics v4 (older) good + duplicate", create, {
+        "topics": [_topic(s.p + "-v4", 1, rf), _topic(s.p, 1, rf)], "timeout_ms": 30_000,
+        "validate_only": False}, version=4)
+    await s.call("CreateTopics small max.message.bytes", create, {
+        "topics": [_topic(s.p + "-small", 1, rf, {"max.message.bytes": "200"})], "timeout_ms": 30_000,
+        "validate_only": False})
+    await s.wait_topic(s.p + "-small", 1)
+
+    await s.call("DeleteTopics unknown name", "DeleteTopics", {
+        "topics": [{"name": s.p + "-no-such-topic", "topic_id": ZERO_UUID}],
+        "topic_names": [s.p + "-no-such-topic"], "timeout_ms": 30_000})
+    await s.call("DeleteTopics unknown topic id", "DeleteTopics", {
+        "topics": [{"name": None, "topic_id": uuid.UUID(int=12345)}], "timeout_ms": 30_000})
+    await s.call("DeleteTopics v3 (older) unknown name", "DeleteTopics", {
+        "topic_names": [s.p + "-no-such-topic"], "timeout_ms": 30_000}, version=3)
+    await s.call("DeleteTopics existing", "DeleteTopics", {
+        "topics": [{"name": s.p + "-v4", "topic_id": ZERO_UUID}], "topic_names": [s.p + "-v4"],
+        "timeout_ms": 30_000})
+
+    cp = "CreatePartitions"
+    await s.call("CreatePartitions 3 -> 4 validate_only", cp, {
+        "topics": [{"name": s.p, "count": 4, "assignments": None}], "timeout_ms": 30_000,
+        "validate_only": True})
+    await s.call("CreatePartitions 3 -> 4", cp, {
+        "topics": [{"name": s.p, "count": 4, "assignments": None}], "timeout_ms": 30_000,
+        "validate_only": False})
+    await s.wait_topic(s.p, 4)
+    await s.call("CreatePartitions decrease 4 -> 2", cp, {
+        "topics": [{"name": s.p, "count": 2, "assignments": None}], "timeout_ms": 30_000,
+        "validate_only": False})
+    await s.call("CreatePartitions same count", cp, {
+        "topics": [{"name": s.p, "count": 4, "assignments": None}], "timeout_ms": 30_000,
+        "validate_only": False})
+    await s.call("CreatePartitions unknown topic", cp, {
+        "topics": [{"name": s.p + "-no-such-topic", "count": 2, "assignments": None}], "timeout_ms": 30_000,
+        "validate_only": False})
+
+    keys = ["cleanup.policy", "retention.ms", "retention.bytes", "max.message.bytes", "segment.bytes", "min.insync.replicas",
+            "compression.type"]
+    dc = "DescribeConfigs"
+    await s.call("DescribeConfigs topic (some keys)", dc, {
+        "resources": [{"resource_type": 2, "resource_name": s.p, "configuration_keys": keys}],
+        "include_synonyms": False, "include_documentation": False})
+    await s.call("DescribeConfigs unknown topic", dc, {
+        "resources": [{"resource_type": 2, "resource_name": s.p + "-no-such-topic", "configuration_keys": keys}],
+        "include_synonyms": False, "include_documentation": False})
+    await s.call("DescribeConfigs broker 1 (some keys)", dc, {
+        "resources": [{"resource_type": 4, "resource_name": "1",
+                       "configuration_keys": ["num.partitions", "log.retention.hours", "message.max.bytes",
+                                              "auto.create.topics.enable"]}],
+        "include_synonyms": False, "include_documentation": False})
+    iac = "IncrementalAlterConfigs"
+
+    def alter(name, *ops, validate=False):
+        return {"resources": [{"resource_type": 2, "resource_name": name, "configs": [
+            {"name": k, "config_operation": op, "value": v} for k, op, v in ops]}], "validate_only": validate}
+
+    await s.call("IncrementalAlterConfigs set + delete", iac,
+                 alter(s.p, ("retention.bytes", 0, "1073741824"), ("cleanup.policy", 1, None)))
+    await s.call("IncrementalAlterConfigs invalid value", iac, alter(s.p, ("cleanup.policy", 0, "sometimes")))
+    await s.call("IncrementalAlterConfigs unknown key", iac, alter(s.p, ("no.such.config", 0, "1")))
+    await s.call("IncrementalAlterConfigs unknown topic", iac,
+                 alter(s.p + "-no-such-topic", ("retention.ms", 0, "1")))
+    await s.call("IncrementalAlterConfigs validate_only", iac,
+                 alter(s.p, ("segment.bytes", 0, "10485760"), validate=True))
+    await s.wait_config(s.p, "retention.bytes", "1073741824")
+    await s.call("DescribeConfigs topic after alter", dc, {
+        "resources": [{"resource_type": 2, "resource_name": s.p, "configuration_keys": keys}],
+        "include_synonyms": False, "include_documentation": False})
+
+    md = "Metadata"
+    await s.call("Metadata one topic", md, {"topics": [{"name": s.p}], "allow_auto_topic_creation": False})
+    await s.call("Metadata unknown topic", md, {"topics": [{"name": s.p + "-no-such-topic"}],
+                                                 "allow_auto_topic_creation": False})
+    await s.call("Metadata invalid topic name", md, {"topics": [{"name": "bad/name"}],
+                                                      "allow_auto_topic_creation": False})
+    await s.call("Metadata v4 (older) one topic", md, {"topics": [{"name": s.p}],
+                                                        "allow_auto_topic_creation": False}, version=4)
+    await s.call("Metadata v1 (older) one topic", md, {"topics": [{"name": s.p}]}, version=1)
+
+
+async def data_steps(s: Session, rf: int) -> None:
+    topic = (await s.wait_topic(s.p, 4))
+    topic_id = topic["topic_id"]
+    epoch = topic["partitions"][0]["leader_epoch"]
+    values = [b"value-%d" % i for i in range(5)]
+    pr = "Produce"
+    await s.call("Produce 5 records acks=all", pr,
+                 _produce(s.p, 0, batch(values, keys=[b"k%d" % i for i in range(5)])))
+    await s.call("Produce 3 records acks=1", pr, _produce(s.p, 0, batch([b"a", b"b", b"c"],
+                                                                           BASE_TIMESTAMP + 100), acks=1))
+    await s.call("Produce older timestamps", pr, _produce(s.p, 0, batch([b"old"], BASE_TIMESTAMP - 1000)))
+    await s.call("Produce v8 (older) to partition 1", pr, _produce(s.p, 1, batch([b"p1"])), version=8)
+    await s.call("Produce v3 (older) to partition 2", pr, _produce(s.p, 2, batch([b"p2"])), version=3)
+    await s.call("Produce unknown topic", pr, _produce(s.p + "-no-such-topic", 0, batch([b"x"])))
+    await s.call("Produce wrong partition", pr, _produce(s.p, 9, batch([b"x"])))
+    await s.call("Produce acks=2", pr, _produce(s.p, 0, batch([b"x"]), acks=2))
+    await s.call("Produce record over max.message.bytes", pr,
+                 _produce(s.p + "-small", 0, batch([b"y" * 500])))
+
+    fe = "Fetch"
+    await s.call("Fetch from 0", fe, _fetch(s.p, topic_id, 0, 0))
+    await s.call("Fetch from the middle of a batch", fe, _fetch(s.p, topic_id, 0, 2))
+    await s.call("Fetch at the end", fe, _fetch(s.p, topic_id, 0, 9, max_wait_ms=10))
+    await s.call("Fetch offset out of range", fe, _fetch(s.p, topic_id, 0, 100))
+    await s.call("Fetch negative offset", fe, _fetch(s.p, topic_id, 0, -5))
+    await s.call("Fetch current leader epoch + 1 (unknown)", fe, _fetch(s.p, topic_id, 0, 0, epoch=epoch + 1))
+    if epoch >= 1:  # a fenced (older) epoch exists only once leadership has moved
+        await s.call("Fetch current leader epoch - 1 (fenced)", fe, _fetch(s.p, topic_id, 0, 0, epoch=epoch - 1))
+    await s.call("Fetch last fetched epoch ahead", fe,
+                 _fetch(s.p, topic_id, 0, 5, last_fetched_epoch=epoch + 3))
+    await s.call("Fetch unknown topic id", fe, _fetch(s.p, uuid.UUID(int=999), 0, 0))
+    await s.call("Fetch unknown partition", fe, _fetch(s.p, topic_id, 9, 0))
+    await s.call("Fetch v12 (older, by name)", fe, _fetch(s.p, topic_id, 0, 0), version=12)
+    await s.call("Fetch v11 unknown topic name", fe, _fetch(s.p + "-no-such-topic", ZERO_UUID, 0, 0), version=11)
+    await s.call("Fetch v4 (older)", fe, _fetch(s.p, topic_id, 1, 0), version=4)
+
+    lo = "ListOffsets"
+    for label, ts in (("earliest", -2), ("latest", -1), ("max timestamp", -3), ("by time", BASE_TIMESTAMP + 50),
+                      ("time after all", BASE_TIMESTAMP + 10_000)):
+        await s.call(f"ListOffsets {label}", lo, _list_offsets(s.p, 0, ts))
+    await s.call("ListOffsets bad partition", lo, _list_offsets(s.p, 9, -1))
+    await s.call("ListOffsets unknown topic", lo, _list_offsets(s.p + "-no-such-topic", 0, -1))
+    await s.call("ListOffsets leader epoch + 1", lo, _list_offsets(s.p, 0, -1, epoch=epoch + 1))
+    await s.call("ListOffsets v1 (older) latest", lo, _list_offsets(s.p, 0, -1), version=1)
+    await s.call("ListOffsets v5 (older) earliest", lo, _list_offsets(s.p, 0, -2), version=5)
+
+
+async def group_steps(s: Session) -> None:
+    group = s.p + "-group"
+    await s.call("FindCoordinator group", "FindCoordinator", {"key_type": 0, "coordinator_keys": [group],
+                                                              "key": group})
+    await s.call("FindCoordinator v3 (older)", "FindCoordinator", {"key_type": 0, "key": group}, version=3)
+    join = {"group_id": group, "session_timeout_ms": 30_000, "rebalance_timeout_ms": 30_000, "member_id": "",
+            "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": CONSUMER_METADATA}], "reason": None}
+    first = await s.call("JoinGroup without member id", "JoinGroup", join)
+    member = first.get("member_id", "")
+    joined = await s.call("JoinGroup with the given member id", "JoinGroup", {**join, "member_id": member})
+    generation = joined.get("generation_id", -1)
+    await s.call("JoinGroup unknown member id", "JoinGroup", {**join, "member_id": "no-such-member"})
+    sync = {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": None,
+            "protocol_type": "consumer", "protocol_name": "range",
+            "assignments": [{"member_id": member, "assignment": b"\x00\x03assignment"}]}
+    await s.call("SyncGroup bad generation", "SyncGroup", {**sync, "generation_id": generation + 5})
+    await s.call("SyncGroup unknown member", "SyncGroup", {**sync, "member_id": "no-such-member"})
+    await s.call("SyncGroup good", "SyncGroup", sync)
+    hb = {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": None}
+    await s.call("Heartbeat good", "Heartbeat", hb)
+    await s.call("Heartbeat bad generation", "Heartbeat", {**hb, "generation_id": generation + 5})
+    await s.call("Heartbeat unknown member", "Heartbeat", {**hb, "member_id": "no-such-member"})
+    await s.call("Heartbeat unknown group", "Heartbeat", {**hb, "group_id": s.p + "-no-such-group"})
+    oc = "OffsetCommit"
+    await s.call("OffsetCommit good", oc, _offset_commit(group, generation, member, s.p, {0: 5, 1: 1}))
+    await s.call("OffsetCommit bad generation", oc, _offset_commit(group, generation + 5, member, s.p, {0: 6}))
+    await s.call("OffsetCommit unknown member", oc, _offset_commit(group, generation, "no-such", s.p, {0: 6}))
+    await s.call("OffsetCommit unknown topic", oc, _offset_commit(group, generation, member, s.p + "-no-such-topic",
+                                                                  {0: 1}))
+    await s.call("OffsetCommit standalone (generation -1)", oc, _offset_commit(s.p + "-simple", -1, "", s.p, {2: 1}))
+    of = "OffsetFetch"
+    await s.call("OffsetFetch", of, _offset_fetch(group, s.p, [0, 1, 2], s.versions[of]))
+    await s.call("OffsetFetch v7 (older)", of, _offset_fetch(group, s.p, [0, 1, 2], 7), version=7)
+    await s.call("OffsetFetch unknown group", of, _offset_fetch(s.p + "-no-such-group", s.p, [0], s.versions[of]))
+    # One group per request: in a cluster each goes to its own coordinator.
+    for label, g in (("", group), (" standalone group", s.p + "-simple"), (" unknown group", s.p + "-no-such-group")):
+        await s.call(f"DescribeGroups{label}", "DescribeGroups", {"groups": [g], "include_authorized_operations": False})
+    await s.call("ListGroups", "ListGroups", {"states_filter": [], "types_filter": []})
+    await s.call("ListGroups state Stable", "ListGroups", {"states_filter": ["Stable"], "types_filter": []})
+    await s.call("DeleteGroups non-empty", "DeleteGroups", {"groups_names": [group]})
+    await s.call("DeleteGroups unknown", "DeleteGroups", {"groups_names": [s.p + "-no-such-group"]})
+    await s.call("LeaveGroup", "LeaveGroup", {"group_id": group, "member_id": member, "members": [
+        {"member_id": member, "group_instance_id": None, "reason": None}]})
+    await s.call("DeleteGroups after leaving", "DeleteGroups", {"groups_names": [group]})
+    await s.call("DeleteGroups standalone group", "DeleteGroups", {"groups_names": [s.p + "-simple"]})
+    await s.call("OffsetFetch after delete", of, _offset_fetch(group, s.p, [0], s.versions[of]))
+
+
+# ------------------------------------------------------------------------------ known differences
+
+
+@dataclass(frozen=True)
+class KnownDifference:
+    step: str  # a pattern (:func:`_glob`) over step labels
+    path: str  # a pattern over paths in the answer, e.g. ``topics[0].partitions[*].error_code``
+    reason: str
+
+    def matches(self, step: str, path: str) -> bool:
+        return _glob(self.step).fullmatch(step) is not None and _glob(self.path).fullmatch(path) is not None
+
+
+def _glob(pattern: str) -> re.Pattern:
+    """``*`` matches anything; every other character, brackets included, only itself."""
+    return re.compile(".*".join(map(re.escape, pattern.split("*"))))
+
+
+def known_differences(path: Path = DIFFERENCES_MD) -> list[KnownDifference]:
+    """The rows of docs/DIFFERENCES.md's table: | `step pattern` | `path pattern` | reason |."""
+    rows = []
+    if not path.exists():
+        return rows
+    for line in path.read_text().splitlines():
+        m = re.match(r"^\|\s*`([^`]*)`\s*\|\s*`([^`]*)`\s*\|(.*)\|\s*$", line)
+        if m:
+            rows.append(KnownDifference(m.group(1), m.group(2), m.group(3).strip()))
+    return rows
+
+
+@dataclass
+class Comparison:
+    differences: list[tuple[str, str, object, object, KnownDifference | None]]
+    api_ranges: list[tuple[str, object, object]]
+    versions: dict[str, int]
+    steps: int
+
+    @property
+    def unexplained(self):
+        return [d for d in self.differences if d[4] is None]
+
+    def unused(self, known: list[KnownDifference]) -> list[KnownDifference]:
+        used = {id(d[4]) for d in self.differences if d[4] is not None}
+        return [k for k in known if id(k) not in used]
+
+
+def compare(kafka: Session, kraft: Session, known: list[KnownDifference]) -> list:
+    out = []
+    kraft_steps = {st.label: st for st in kraft.steps}
+    for st in kafka.steps:
+        other = kraft_steps.get(st.label)
+        label = f"{st.label} [{st.api} v{st.version}]"
+        if other is None:
+            out.append((label, "<step>", "ran", "not run", None))
+            continue
+        for path, a, b in diff(st.response, other.response):
+            match = next((k for k in known if k.matches(st.label, path)), None)
+            out.append((label, path, a, b, match))
+    return out
+
+
+# ------------------------------------------------------------------------------ running
+
+
+def _hostport(bootstrap: str) -> tuple[str, int]:
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    return host, int(port)
+
+
+def run(kafka_bootstrap: str, kraft_bootstrap: str, *, replication: int = 1,
+        known: list[KnownDifference] | None = None, verbose: bool = False,
+        prefix: str = "diff") -> Comparison:
+    """Run :func:`scenario` against both brokers (one after the other) and compare."""
+    known = known_differences() if known is None else known
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            client = KafkaClient(nursery, client_id="kraft-differential", connect_timeout_s=10)
+            try:
+                sessions = [Session(client, *_hostport(b), {}, verbose=verbose, p=prefix)
+                            for b in (kafka_bootstrap, kraft_bootstrap)]
+                versions, ranges = await common_versions(sessions)
+                for s in sessions:
+                    s.versions = versions
+                    await s.discover()
+                    await scenario(s, replication=replication)
+                return sessions, versions, ranges
+            finally:
+                await client.aclose()
+                nursery.cancel_scope.cancel()
+
+    (kafka, kraft), versions, (kafka_ranges, kraft_ranges) = run_trio(main)
+    api_ranges = [(API_NAMES.get(k, str(k)), kafka_ranges.get(k), kraft_ranges.get(k))
+                  for k in sorted(set(kafka_ranges) | set(kraft_ranges))
+                  if kafka_ranges.get(k) != kraft_ranges.get(k)]
+    return Comparison(compare(kafka, kraft, known), api_ranges, versions, len(kafka.steps))
+
+
+def report(c: Comparison, known: list[KnownDifference]) -> str:
+    def short(v):
+        text = repr(v)
+        return text if len(text) <= 80 else text[:77] + "..."
+
+    lines = [f"# Differential run: Apache Kafka vs kraft", "",
+             f"{c.steps} steps; {len(c.differences)} differences, {len(c.unexplained)} not in "
+             f"docs/DIFFERENCES.md.", ""]
+    if c.unexplained:
+        lines += ["## Unexplained differences", "", "| step | path | Kafka | kraft |", "|---|---|---|---|"]
+        lines += [f"| {s} | `{p}` | `{short(a)}` | `{short(b)}` |" for s, p, a, b, _ in c.unexplained]
+        lines.append("")
+    explained = [d for d in c.differences if d[4] is not None]
+    if explained:
+        lines += ["## Known differences (docs/DIFFERENCES.md)", "", "| step | path | Kafka | kraft | reason |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {s} | `{p}` | `{short(a)}` | `{short(b)}` | {k.reason[:100]} |" for s, p, a, b, k in explained]
+        lines.append("")
+    unused = c.unused(known)
+    if unused:
+        lines += ["## Documented differences not seen in this run", ""]
+        lines += [f"- `{k.step}` `{k.path}`" for k in unused]
+        lines.append("")
+    lines += ["## Advertised API version ranges that differ (ApiVersions, data, not a failure)", "",
+              "| API | Apache Kafka | kraft |", "|---|---|---|"]
+    lines += [f"| {api} | {fmt_range(a)} | {fmt_range(b)} |" for api, a, b in c.api_ranges]
+    lines += ["", "Versions used (the highest both serve): " +
+              ", ".join(f"{api} v{v}" for api, v in sorted(c.versions.items())), ""]
+    return "\n".join(lines)
+
+
+def fmt_range(r) -> str:
+    return "-" if r is None else f"{r[0]}–{r[1]}"
+
+
+class Clusters:
+    """Apache Kafka and kraft clusters side by side, stopped on exit."""
+
+    def __init__(self, base: Path, kafka_nodes: int, kraft_nodes: int):
+        self.base, self.kafka_nodes, self.kraft_nodes = Path(base), kafka_nodes, kraft_nodes
+        self._stack = ExitStack()
+        self.startup_s: dict[str, float] = {}
+
+    def __enter__(self) -> "Clusters":
+        from cluster_helpers import start_cluster
+
+        from kraft.apache_kafka import ApacheKafkaCluster
+        from kraft.local_cluster import LocalCluster
+
+        try:
+            t0 = time.monotonic()
+            self.kafka = self._stack.enter_context(
+                ApacheKafkaCluster(self.base / "kafka", nodes=self.kafka_nodes, overrides=OVERRIDES))
+            self.startup_s["kafka"] = time.monotonic() - t0
+            t0 = time.monotonic()
+            self.kraft = self._stack.enter_context(
+                LocalCluster(self.base / "kraft", controllers=self.kraft_nodes, brokers=0, overrides=OVERRIDES))
+            start_cluster(self.kraft)
+            self.startup_s["kraft"] = time.monotonic() - t0
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+
+def main(argv=None) -> int:
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1` prints where a stuck run is
+    # SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the clusters are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kafka-nodes", type=int, default=1, choices=(1, 3))
+    ap.add_argument("--kraft-nodes", type=int, default=1, choices=(1, 3))
+    ap.add_argument("--kafka", help="bootstrap of a running Apache Kafka (no cluster started)")
+    ap.add_argument("--kraft", help="bootstrap of a running kraft (no cluster started)")
+    ap.add_argument("--report", help="write the Markdown report here")
+    ap.add_argument("--prefix", default="diff", help="of every topic and group name (running clusters)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print each step as it is sent")
+    args = ap.parse_args(argv)
+    known = known_differences()
+    rf = min(args.kafka_nodes, args.kraft_nodes)
+    if args.kafka and args.kraft:
+        comparison = run(args.kafka, args.kraft, replication=rf, known=known, verbose=args.verbose,
+                         prefix=args.prefix)
+    else:
+        with tempfile.TemporaryDirectory(prefix="kraft-differential-") as tmp, \
+                Clusters(Path(tmp), args.kafka_nodes, args.kraft_nodes) as clusters:
+            comparison = run(clusters.kafka.bootstrap_servers, clusters.kraft.bootstrap_servers,
+                             replication=rf, known=known, verbose=args.verbose)
+    text = report(comparison, known)
+    if args.report:
+        Path(args.report).write_text(text)
+    print(text)
+    return 1 if comparison.unexplained else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
