@@ -135,6 +135,22 @@ async def invoke_bounded(workload, client, f: str, value: Any, timeout_s: float,
     return "info", value, HUNG, True
 
 
+def close_librdkafka(producer, consumer) -> None:
+    """Close both, best-effort, so that their librdkafka threads end now: a producer only
+    flushed lived on (with a thread per broker, reconnecting to the stopped cluster) until
+    garbage collection, and a 20-run campaign process reached 2,000 threads and a load
+    average of 50 on 2 cores."""
+    try:
+        consumer.close()
+    except Exception:  # noqa: BLE001 - a crashed client is closed best-effort
+        pass
+    try:
+        producer.purge()  # queued records are abandoned: the operation was already decided
+        producer.close()
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def _enc(v: Any) -> bytes:
     return str(v).encode()
 
@@ -255,11 +271,7 @@ class ConfluentQueue:
             for k in keys}
 
     def close(self) -> None:
-        try:
-            self.consumer.close()
-        except Exception:  # noqa: BLE001 - a crashed client is closed best-effort
-            pass
-        self.producer.flush(0)
+        close_librdkafka(self.producer, self.consumer)
 
 
 def _librdkafka_debug() -> dict:

@@ -38,7 +38,13 @@ from collections.abc import Callable
 from typing import Any
 
 from jepsen.history import FAIL, INFO, OK
-from jepsen.workloads.clients import _librdkafka_debug, classify, consume_records, produce_and_wait
+from jepsen.workloads.clients import (
+    _librdkafka_debug,
+    classify,
+    close_librdkafka,
+    consume_records,
+    produce_and_wait,
+)
 from jepsen.workloads.drain import read_to_targets
 
 TOPIC_PREFIX = "jepsen-txn"
@@ -109,7 +115,11 @@ class TxnClient:
         })
         self.positions: dict[int, int] = {}
         self.assigned: list[int] = []
-        self.producer.init_transactions(timeout_s)
+        try:
+            self.producer.init_transactions(timeout_s)
+        except BaseException:
+            close_librdkafka(self.producer, self.consumer)
+            raise
 
     def _tp(self, key: int, offset: int | None = None):
         from confluent_kafka import TopicPartition
@@ -149,11 +159,7 @@ class TxnClient:
                 tps, self.consumer.consumer_group_metadata(), self.timeout_s)
 
     def close(self) -> None:
-        try:
-            self.consumer.close()
-        except Exception:  # noqa: BLE001 - a retired client is closed best-effort
-            pass
-        self.producer.flush(0)
+        close_librdkafka(self.producer, self.consumer)
 
 
 def run_txn(client, mops: list, abort: bool, timeout_s: float) -> tuple[str, Any, str | None]:
