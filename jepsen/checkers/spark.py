@@ -337,45 +337,41 @@ def by_key(frame, to_records, analyse, partitions: int) -> list[Any]:
 def spark_check_queue(spark, source, sub_via: str | None = None,
                       max_examples: int = queue.DEFAULT_MAX_EXAMPLES,
                       partitions: int | None = None) -> dict[str, Any]:
-    """The queue checker on Spark; returns what ``queue.check_queue`` returns."""
-    from pyspark.sql import functions as F
+    """The queue checker on Spark; returns what ``queue.check_queue`` returns.
+
+    The analysis is a Spark SQL plan (``jepsen.checkers.spark_queue``); the driver
+    receives counts, statistics and the operations named by at most ``max_examples``
+    anomalies of each type.  ``partitions`` is kept for callers of the old RDD path.
+    """
+    from jepsen.checkers import spark_queue
 
     df = history_frame(spark, source)
     paired = paired_frame(df).persist()
     try:
         with phase(spark, "queue: pair operations, count"):
             counts, t0, bucket_ns = _counts_and_grid(paired)
-        resets: dict[Any, list[int]] = {}
-        subs = set()
-        with phase(spark, "queue: collect assignments"):
-            resets_rows = (paired.filter(F.col("f").isin(*queue.RESET_FS))
-                           .select("process", "actor", "i_index", "f").collect())
-        for r in resets_rows:
-            resets.setdefault(r[0] if r[0] is not None else r[1], []).append(int(r[2]))
-            subs.add(r[3])
-        for v in resets.values():
-            v.sort()
         if sub_via is None:
-            sub_via = "subscribe" if "subscribe" in subs else (
-                "assign" if "assign" in subs else None)
-        n = partitions or spark.sparkContext.defaultParallelism
-        resets_b = spark.sparkContext.broadcast(resets)
-
-        def analyse(key, recs):
-            nsend = len(queue.SendRec._fields)
-            sends = [queue.SendRec._make(r) for r in recs if len(r) == nsend]
-            polls = [queue.PollRec._make(r) for r in recs if len(r) != nsend]
-            return queue.check_partition(key, sends, polls, resets_b.value, t0, bucket_ns)
-
-        with phase(spark, "queue: analyse partitions"):
-            parts = by_key(paired.filter(F.col("f").isin("send", "poll")),
-                           queue.records_of, analyse, n)
-        result = queue.merge_parts(parts, t0, bucket_ns, sub_via, max_examples)
+            sub_via = "subscribe" if "subscribe" in counts else (
+                "assign" if "assign" in counts else None)
+        with phase(spark, "queue: find anomalies"):
+            result = spark_queue.check(spark, paired, t0, bucket_ns, sub_via, max_examples,
+                                       lambda idx: flats_at(spark, paired, idx))
         with phase(spark, "queue: latency, throughput"):
             result["stats"] = spark_stats(paired, t0, bucket_ns, counts)
     finally:
         paired.unpersist()
     return {"checker": "queue", **result}
+
+
+def flats_at(spark, paired, indexes: list[int]) -> list[Flat]:
+    """The flat operations invoked at ``indexes`` (a broadcast join; few indexes)."""
+    from pyspark.sql import functions as F
+
+    if not indexes:
+        return []
+    want = spark.createDataFrame([(i,) for i in indexes], "i_index long")
+    rows = paired.join(F.broadcast(want), "i_index").select(*_FLAT_COLS).collect()
+    return list(_flats(rows))
 
 
 def spark_check_linearizable(spark, source, model: str | linear.Model = "cas-register",
