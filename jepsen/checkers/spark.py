@@ -341,7 +341,8 @@ def spark_check_queue(spark, source, sub_via: str | None = None,
 
     The analysis is a Spark SQL plan (``jepsen.checkers.spark_queue``); the driver
     receives counts, statistics and the operations named by at most ``max_examples``
-    anomalies of each type.  ``partitions`` is kept for callers of the old RDD path.
+    anomalies of each type.  ``partitions``: how many partitions the keyed rows get
+    (``spark.sql.shuffle.partitions`` by default).
     """
     from jepsen.checkers import spark_queue
 
@@ -354,8 +355,9 @@ def spark_check_queue(spark, source, sub_via: str | None = None,
             sub_via = "subscribe" if "subscribe" in counts else (
                 "assign" if "assign" in counts else None)
         with phase(spark, "queue: find anomalies"):
+            n = partitions or int(spark.conf.get("spark.sql.shuffle.partitions"))
             result = spark_queue.check(spark, paired, t0, bucket_ns, sub_via, max_examples,
-                                       lambda idx: flats_at(spark, paired, idx))
+                                       lambda idx: flats_at(spark, paired, idx), n)
         with phase(spark, "queue: latency, throughput"):
             result["stats"] = spark_stats(paired, t0, bucket_ns, counts)
     finally:

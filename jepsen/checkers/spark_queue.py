@@ -1,31 +1,36 @@
-"""The queue checker as Spark SQL plans: every anomaly found by joins, windows, aggregations.
+"""The queue checker as a Spark SQL plan: every anomaly by windows over one keyed table.
 
 Theory of operation
 -------------------
-The JVM parses the JSON values (``from_json``; a nested value that is not a string keeps
-its JSON text, a string loses its quotes, as on both sides of every comparison) and
-explodes the history into two tables, keyed by partition:
+The JVM parses the JSON values (``from_json``: a nested value that is not a string keeps
+its JSON text, a string loses its quotes, on both sides of every comparison) and
+explodes each send into its messages and each ok poll into the ``(offset, value)`` pairs
+it read.  Both go into one table of *rows*, one row per message or read, hash-partitioned
+by partition key -- the only shuffle after pairing invocations with completions.  An
+offset is *known* when an ok send or a read shows it; the ``dense_rank`` of known
+offsets is the version order.
 
-* *messages* -- one row per message of a send (its position, completion type, and the
-  offset and value of its acknowledgement when ok);
-* *reads* -- one row per ``(offset, value)`` pair an ok poll returned.
+Every anomaly of ``queue.check_partition`` is then a property of a row and a few window
+aggregates over groups that the key partitioning already co-locates (so the windows sort
+but never shuffle):
 
-Their union over offsets (ok sends and reads) is the set of known offsets; a
-``dense_rank`` over it is the version order.  Every anomaly of ``queue.check_partition``
-is then a relational property: inconsistent offsets and duplicates are group-bys over
-``(key, offset, value)``; lost, unseen, aborted and unexpected values are joins of
-messages with each value's first read; poll skips and backward polls are one ``lag``
-window over each consumer's reads of a key (rows of one poll are internal pairs, the
-first row of a poll meets the last of the previous one, and a reset of the process in
-between, found by a window over its operations, excuses it); producer order is a window
-over each producer's ok messages.  Realtime order needs the highest offset completed
-before each send began: a running ``max`` over completions and invocations in time order
-flags the few candidate sends, and a join over only those finds the send that beat them.
+* per ``(key, value)``: the value's first read (G1a, lost, unseen, lag), whether any
+  send carried it (unexpected), and its lowest and highest known offset (duplicate);
+* per ``(key, offset)``: the lowest and highest value shown there (inconsistent offsets);
+* per key: the highest offset read (lost writes) and the version-order rank;
+* per ``(key, process)`` in invocation order: the previous read or ok send of the same
+  consumer or producer (poll skips and backward polls, within a poll when the previous
+  row belongs to the same poll; nonmonotonic sends).  A position reset of the process
+  between two polls, found by a window over the process's operations, excuses them.
 
-Every anomaly is one row of one shape (kind, key, the ops it names, numbers).  The
-driver receives the counts per kind and at most ``max_examples`` rows per kind, then
-reads just the operations those examples name and builds the anomaly dicts with the
-same functions as the single-process path, so both paths report the same thing.
+One pass maps each row to the anomalies it is the witness of.  Realtime order needs the
+highest offset completed before each send began: a running ``max`` over completions and
+invocations in time order flags the few candidate sends, and a join over only those finds
+the send of another process that beat them.
+
+The driver receives the counts per type and at most ``max_examples`` rows per type, then
+reads just the operations those examples name and builds the anomaly dicts with the same
+functions as the single-process path, so both paths report the same thing.
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ from jepsen.checkers import queue
 SKIPPED_SHOWN = 16  # check_partition lists at most this many skipped offsets
 
 _PAIR = "array<string>"
+_REF = "struct<src:int,i:bigint,pos:bigint>"
+_ANOMALY = (f"struct<kind:string,seq:bigint,refs:array<{_REF}>,offsets:array<bigint>,"
+            "delta:bigint,extra:bigint>")
 
 
 def _messages(col):
@@ -51,230 +59,204 @@ def _messages(col):
             .otherwise(F.array().cast(f"array<{_PAIR}>")))
 
 
-def _proc():
-    from pyspark.sql import functions as F
-
-    return F.coalesce(F.col("process").cast("string"), F.concat(F.lit("@"), F.col("actor")))
-
-
-def tables(paired):
-    """``(messages, reads)``: the per-partition rows of sends and ok polls."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    # the latest position reset of each process before each of its operations
-    w = (Window.partitionBy("process", "actor").orderBy("i_index")
-         .rowsBetween(Window.unboundedPreceding, -1))
-    ops = paired.select(
-        "*", F.last(F.when(F.col("f").isin(*queue.RESET_FS), F.col("i_index")),
-                    ignorenulls=True).over(w).alias("reset"))
-    sends = ops.filter(F.col("f") == "send").select(
-        _proc().alias("proc"), "i_index", "i_time", "c_index", "c_time",
-        F.col("c_type").alias("type"), F.posexplode(_messages(F.col("i_value"))),
-        F.when(F.col("c_type") == "ok", _messages(F.col("c_value"))).alias("acks"))
-    ack = F.from_json(F.get(F.get(F.col("acks"), F.col("pos")), 1), _PAIR)
-    acked = F.size(ack) == 2
-    messages = sends.select(
-        F.col("col")[0].alias("key"), "proc", "i_index", "i_time", "c_index", "c_time",
-        "type", "pos",
-        F.when(acked, F.get(ack, 1)).otherwise(F.get(F.col("col"), 1)).alias("value"),
-        F.when(acked, F.get(ack, 0).try_cast("long")).alias("offset"))
-    polls = ops.filter((F.col("f") == "poll") & (F.col("c_type") == "ok")).select(
-        _proc().alias("proc"), "i_index", "i_time", "c_index", "c_time", "reset",
-        F.explode(F.from_json("c_value", f"map<string,array<{_PAIR}>>")))
-    reads = polls.select(
-        "key", "proc", "i_index", "i_time", "c_index", "c_time", "reset",
-        F.posexplode("value").alias("pos", "pair")).select(
-        "key", "proc", "i_index", "i_time", "c_index", "c_time", "reset", "pos",
-        F.get(F.col("pair"), 0).try_cast("long").alias("offset"),
-        F.get(F.col("pair"), 1).alias("value"))
-    return messages, reads
-
-
-def _ref(src: int, i_index: str = "i_index", pos: str = "pos"):
-    """A reference to a send message (src 0) or a poll (src 1) of the row's key."""
-    from pyspark.sql import functions as F
-
-    return F.struct(F.lit(src).alias("src"), F.col(i_index).cast("long").alias("i"),
-                    F.col(pos).cast("long").alias("pos"))
-
-
-def _anomaly(frame, kind, refs, seq, offsets=None, delta=None, value=None, extra=None):
-    """Projects rows onto the one anomaly shape."""
-    from pyspark.sql import functions as F
-
-    def lit(c, t):
-        return c if c is not None else F.lit(None).cast(t)
-
-    return frame.select(
-        F.lit(kind).alias("kind"), F.col("key"), seq.cast("long").alias("seq"),
-        F.array(*refs).alias("refs"), lit(offsets, "array<long>").alias("offsets"),
-        lit(delta, "long").cast("long").alias("delta"),
-        lit(value, "string").alias("value"), lit(extra, "long").cast("long").alias("extra"),
-        F.lit(None).cast("array<string>").alias("texts"))
-
-
-def anomalies_and_facts(messages, reads, t0: int, bucket_ns: int):
-    """``(anomalies, series, lag, keys)`` frames: every anomaly, and the statistics."""
+def rows_frame(paired, partitions: int):
+    """One row per sent message and per read, partitioned by key (see the module doc)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     c = F.col
-    known = (messages.filter((c("type") == "ok") & c("offset").isNotNull())
-             .select("key", "offset", "value", "proc", "i_index", "pos",
-                     F.lit(0).alias("src"))
-             .unionByName(reads.select("key", "offset", "value", "proc", "i_index", "pos",
-                                       F.lit(1).alias("src"))))
-    first = F.min(F.struct("src", "i_index", "pos")).alias("first")
-    shows = known.groupBy("key", "offset", "value").agg(first).persist()
-    out = []
+    # the latest position reset of each process before each of its operations
+    w = (Window.partitionBy("process", "actor").orderBy("i_index")
+         .rowsBetween(Window.unboundedPreceding, -1))
+    ops = paired.filter(c("f").isin("send", "poll", *queue.RESET_FS)).select(
+        "f", "i_index", "i_time", "c_index", "c_time", "c_type", "i_value", "c_value",
+        F.coalesce(c("process").cast("string"), F.concat(F.lit("@"), c("actor")))
+        .alias("proc"),
+        F.last(F.when(c("f").isin(*queue.RESET_FS), c("i_index")), ignorenulls=True)
+        .over(w).alias("reset"))
+    common = ("proc", "i_index", "i_time", "c_index", "c_time")
+    sends = ops.filter(c("f") == "send").select(
+        *common, c("c_type").alias("type"),
+        F.posexplode(_messages(c("i_value"))).alias("pos", "m"),
+        F.when(c("c_type") == "ok", _messages(c("c_value"))).alias("acks"))
+    ack = F.from_json(F.get(F.get(c("acks"), c("pos")), 1), _PAIR)
+    acked = F.size(ack) == 2
+    messages = sends.select(
+        F.get(c("m"), 0).alias("key"), F.lit(0).alias("src"), *common, "type", "pos",
+        F.when(acked, F.get(ack, 0).try_cast("long")).alias("offset"),
+        F.when(acked, F.get(ack, 1)).otherwise(F.get(c("m"), 1)).alias("value"),
+        F.lit(None).cast("long").alias("reset"))
+    polls = ops.filter((c("f") == "poll") & (c("c_type") == "ok")).select(
+        *common, "reset", F.explode(F.from_json("c_value", f"map<string,array<{_PAIR}>>"))
+        .alias("key", "pairs"))
+    reads = polls.select(
+        "key", *common, "reset", F.posexplode("pairs").alias("pos", "pair")).select(
+        "key", F.lit(1).alias("src"), *common, F.lit("ok").alias("type"), "pos",
+        F.get(c("pair"), 0).try_cast("long").alias("offset"),
+        F.get(c("pair"), 1).alias("value"), "reset")
+    return messages.unionByName(reads).repartition(partitions, "key")
 
-    def first_ref(col):
-        return F.struct(F.col(f"{col}.src").alias("src"),
-                        F.col(f"{col}.i_index").cast("long").alias("i"),
-                        F.when(F.col(f"{col}.src") == 0, F.col(f"{col}.pos"))
-                        .cast("long").alias("pos"))
 
-    # Several values at one offset; one value at several offsets.
-    io = (shows.groupBy("key", "offset")
-          .agg(F.count(F.lit(1)).alias("n"),
-               F.collect_list(F.struct("value", first_ref("first").alias("r"))).alias("vs"))
-          .filter(c("n") > 1))
-    out.append(io.select(
-        F.lit("inconsistent-offsets").alias("kind"), "key", c("offset").alias("seq"),
-        c("vs.r").alias("refs"), F.array("offset").alias("offsets"),
-        F.lit(None).cast("long").alias("delta"), F.lit(None).cast("string").alias("value"),
-        c("offset").alias("extra"), c("vs.value").alias("texts")))
-    dup = (shows.groupBy("key", "value")
-           .agg(F.count(F.lit(1)).alias("n"),
-                F.array_sort(F.collect_list(F.struct(
-                    "offset", first_ref("first").alias("r")))).alias("os"),
-                F.min("first").alias("f0"))
-           .filter(c("n") > 1))
-    out.append(dup.select(
-        F.lit("duplicate").alias("kind"), "key",
-        (c("f0.src") * F.lit(1 << 62) + c("f0.i_index")).alias("seq"),
-        c("os.r").alias("refs"), c("os.offset").alias("offsets"),
-        F.lit(None).cast("long").alias("delta"), "value",
-        F.lit(None).cast("long").alias("extra"),
-        F.lit(None).cast("array<string>").alias("texts")))
+def _ref(src, i, pos):
+    """A reference to a send's message (src 0) or a poll's read (src 1) of a key."""
+    from pyspark.sql import functions as F
 
-    # Each value's first read, the highest offset read; writes lost, unseen, aborted.
-    seen = (reads.groupBy("key", "value")
-            .agg(F.min(F.struct("i_index", "i_time", "c_time")).alias("p")))
-    max_read = reads.groupBy("key").agg(F.max("offset").alias("max_read"))
-    ms = (messages.join(seen, ["key", "value"], "left").join(max_read, ["key"], "left")
-          .persist())
-    in_order = c("i_index") * F.lit(1 << 20) + c("pos")
-    g1a = ms.filter((c("type") == "fail") & c("p").isNotNull())
-    out.append(_anomaly(g1a, "G1a", [_ref(0), _ref(1, "p.i_index", "p.i_index")], in_order))
-    gone = ms.filter((c("type") == "ok") & c("p").isNull())
+    src = F.lit(src) if isinstance(src, int) else src
+    return F.struct(src.cast("int").alias("src"), F.col(i).cast("long").alias("i"),
+                    F.col(pos).cast("long").alias("pos"))
+
+
+def _an(cond, kind, seq, refs, offsets=None, delta=None, extra=None):
+    """An anomaly struct when ``cond`` holds (null otherwise)."""
+    from pyspark.sql import functions as F
+
+    def opt(x, t):
+        return x.cast(t) if x is not None else F.lit(None).cast(t)
+
+    return F.when(cond, F.struct(
+        F.lit(kind).alias("kind"), seq.cast("long").alias("seq"),
+        F.array(*refs).alias("refs"), opt(offsets, "array<bigint>").alias("offsets"),
+        opt(delta, "long").alias("delta"), opt(extra, "long").alias("extra")))
+
+
+def windowed(rows):
+    """The rows with the window aggregates every anomaly is judged on."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    c = F.col
+    known = c("offset").isNotNull()
+    order = F.struct("src", "i_index", "pos")
+    by_value = Window.partitionBy("key", "value")
+    by_offset = Window.partitionBy("key", "offset")
+    by_key = Window.partitionBy("key")
+    w_seq = Window.partitionBy("key", "proc", "src", known).orderBy("i_index", "pos")
+    read = c("src") == 1
+    r = rows.select(
+        "*",
+        F.min(F.when(read, F.struct("i_index", "i_time", "c_time", "pos")))
+        .over(by_value).alias("fr"),
+        F.max(F.when(c("src") == 0, F.lit(1))).over(by_value).alias("sent"),
+        F.min(F.when(known, c("offset"))).over(by_value).alias("o_lo"),
+        F.max(F.when(known, c("offset"))).over(by_value).alias("o_hi"),
+        F.min(F.when(known, order)).over(by_value).alias("v_first"),
+        F.max(F.when(read, c("offset"))).over(by_key).alias("max_read"))
+    r = r.select(
+        "*",
+        F.min(F.when(known, c("value"))).over(by_offset).alias("v_lo"),
+        F.max(F.when(known, c("value"))).over(by_offset).alias("v_hi"),
+        F.min(F.when(known, order)).over(by_offset).alias("o_first"))
+    r = r.select("*", F.dense_rank().over(by_key.orderBy("offset")).alias("rank"))
+    return r.select(
+        "*", *(F.lag(x).over(w_seq).alias(f"p_{x}")
+               for x in ("i_index", "c_index", "pos", "offset", "rank")))
+
+
+def anomalies(w):
+    """``(key, anomaly)`` rows: each row's anomalies (realtime order aside)."""
+    from pyspark.sql import functions as F
+
+    c = F.col
+    me = F.struct("src", "i_index", "pos")
+    read, send = c("src") == 1, c("src") == 0
+    this = _ref(c("src"), "i_index", "pos")
+    prev = _ref(c("src"), "p_i_index", "p_pos")
+    seq_in = c("i_index") * F.lit(1 << 20) + c("pos")
+    stepped = c("p_i_index").isNotNull()
+    internal = c("p_i_index") == c("i_index")
+    back = c("offset") <= c("p_offset")
+    d = c("rank") - c("p_rank")
+    excused = ~internal & c("reset").isNotNull() & (c("reset") > c("p_c_index"))
+    poll_step = read & stepped & ~excused
+    offs = F.array("p_offset", "offset")
+    gone = send & (c("type") == "ok") & c("fr").isNull()
     lost = c("offset").isNotNull() & c("max_read").isNotNull() & (c("offset") < c("max_read"))
-    out.append(_anomaly(gone.filter(lost), "lost-write", [_ref(0)], in_order,
-                        extra=c("max_read")))
-    out.append(_anomaly(gone.filter(~lost), "unseen", [_ref(0)], in_order))
-    sent = messages.select("key", "value").distinct()
-    unexpected = seen.join(sent, ["key", "value"], "left_anti")
-    out.append(_anomaly(unexpected, "unexpected", [_ref(1, "p.i_index", "p.i_index")],
-                        c("p.i_index"), value=c("value")))
-
-    # Version order: the rank of every known offset of a key.
-    ranks = (shows.select("key", "offset").distinct()
-             .withColumn("rank", F.dense_rank().over(
-                 Window.partitionBy("key").orderBy("offset"))).persist())
-
-    # Successive reads of one consumer: within a poll, and across two of its polls.
-    rr = reads.join(ranks, ["key", "offset"])
-    w = Window.partitionBy("key", "proc").orderBy("i_index", "pos")
-    steps = rr.select(
-        "key", "i_index", "c_index", "reset", "pos", "offset", "rank",
-        F.lag("i_index").over(w).alias("p_i"), F.lag("c_index").over(w).alias("p_c"),
-        F.lag("offset").over(w).alias("p_off"), F.lag("rank").over(w).alias("p_rank"))
-    steps = steps.filter(c("p_i").isNotNull() & (
-        (c("offset") <= c("p_off")) | (c("rank") - c("p_rank") > 1)))
-    internal = c("p_i") == c("i_index")
-    excused = c("reset").isNotNull() & (c("reset") > c("p_c"))
-    back = c("offset") <= c("p_off")
-    steps = steps.filter(internal | ~excused).select(
-        "*", (c("rank") - c("p_rank")).alias("d"), F.array("p_off", "offset").alias("os"))
-    for kind, cond, refs in (
-            ("int-nonmonotonic-poll", internal & back, [_ref(1, "i_index", "i_index")]),
-            ("int-poll-skip", internal & ~back, [_ref(1, "i_index", "i_index")]),
-            ("nonmonotonic-poll", ~internal & back,
-             [_ref(1, "p_i", "p_i"), _ref(1, "i_index", "i_index")]),
-            ("poll-skip", ~internal & ~back,
-             [_ref(1, "p_i", "p_i"), _ref(1, "i_index", "i_index")])):
-        out.append(_anomaly(steps.filter(cond), kind, refs, c("pos"), offsets=c("os"),
-                            delta=c("d"), extra=c("p_rank")))
-
-    # A producer's ok sends, in its order.
-    oks = messages.filter((c("type") == "ok") & c("offset").isNotNull())
-    ro = oks.join(ranks, ["key", "offset"])
-    w = Window.partitionBy("key", "proc").orderBy("i_index", "pos")
-    sq = ro.select(
-        "key", "i_index", "pos", "offset", "rank",
-        F.lag("i_index").over(w).alias("p_i"), F.lag("pos").over(w).alias("p_pos"),
-        F.lag("offset").over(w).alias("p_off"), F.lag("rank").over(w).alias("p_rank"))
-    sq = sq.filter(c("p_i").isNotNull() & (c("offset") <= c("p_off")))
-    for kind, cond in (("int-nonmonotonic-send", c("p_i") == c("i_index")),
-                       ("nonmonotonic-send", c("p_i") != c("i_index"))):
-        out.append(_anomaly(sq.filter(cond), kind, [_ref(0, "p_i", "p_pos"), _ref(0)],
-                            c("pos"), offsets=F.array("p_off", "offset"),
-                            delta=c("rank") - c("p_rank")))
-
-    out.append(_realtime(oks))
-    anomalies = out[0]
-    for a in out[1:]:
-        anomalies = anomalies.unionByName(a)
-
-    # Unseen over time and realtime lag, over ok sends.
-    done = ms.filter((c("type") == "ok") & c("c_time").isNotNull())
-    bucket = F.floor((c("c_time") - F.lit(t0)) / F.lit(bucket_ns)).cast("long")
-    seen_b = F.floor((F.greatest(c("p.c_time"), c("c_time")) - F.lit(t0))
-                     / F.lit(bucket_ns)).cast("long")
-    series = (done.select(bucket.alias("b"), F.lit("acked").alias("what"))
-              .unionByName(done.filter(c("p").isNotNull())
-                           .select(seen_b.alias("b"), F.lit("seen").alias("what")))
-              .groupBy("b", "what").count())
-    lagc = F.greatest(F.lit(0), c("p.i_time") - c("c_time"))
-    lag = (done.filter(c("p").isNotNull())
-           .agg(F.sum(lagc).alias("sum"), F.count(F.lit(1)).alias("n"),
-                F.max(F.struct(lagc.alias("lag"), (-c("i_index")).alias("ni"),
-                               (-c("pos")).alias("np"), "key", "i_index", "pos",
-                               c("p.i_index").alias("p_i"))).alias("worst")))
-    keys = (messages.select("key").unionByName(reads.select("key")).distinct()
-            .agg(F.count(F.lit(1)).alias("n")))
-    return anomalies, series, lag, keys, [shows, ms, ranks]
+    first_read = F.struct(c("fr.i_index").alias("i_index"), c("fr.pos").alias("pos"))
+    fr_ref = _ref(1, "fr.i_index", "fr.pos")
+    xs = [
+        _an((c("o_first") == me) & (c("v_lo") != c("v_hi")), "inconsistent-offsets",
+            c("offset"), [this], F.array("offset")),
+        _an((c("v_first") == me) & (c("o_lo") != c("o_hi")), "duplicate",
+            c("src") * F.lit(1 << 62) + c("i_index"), [this], F.array("offset")),
+        _an(send & (c("type") == "fail") & c("fr").isNotNull(), "G1a", seq_in,
+            [this, fr_ref]),
+        _an(gone & lost, "lost-write", seq_in, [this], extra=c("max_read")),
+        _an(gone & ~lost, "unseen", seq_in, [this]),
+        _an(read & c("sent").isNull()
+            & (F.struct("i_index", "pos") == first_read), "unexpected", seq_in,
+            [this]),
+        _an(poll_step & internal & back, "int-nonmonotonic-poll", c("pos"), [this],
+            offs, d),
+        _an(poll_step & internal & ~back & (d > 1), "int-poll-skip", c("pos"), [this],
+            offs, d, c("p_rank")),
+        _an(poll_step & ~internal & back, "nonmonotonic-poll", c("pos"),
+            [prev, this], offs, d),
+        _an(poll_step & ~internal & ~back & (d > 1), "poll-skip", c("pos"),
+            [prev, this], offs, d, c("p_rank")),
+        _an(send & c("offset").isNotNull() & stepped & back & internal,
+            "int-nonmonotonic-send", c("pos"), [prev, this], offs, d),
+        _an(send & c("offset").isNotNull() & stepped & back & ~internal,
+            "nonmonotonic-send", c("pos"), [prev, this], offs, d),
+    ]
+    return (w.select("key", F.explode(F.array_compact(F.array(*xs))).alias("a"))
+            .select("key", "a.*"))
 
 
-def _realtime(oks):
+def realtime(rows):
     """Sends that landed below a send of another process completed before they began."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     c = F.col
-    ev = (oks.filter(c("c_time").isNotNull())
-          .select("key", c("c_time").alias("t"), F.lit(1).alias("e"), "offset", "i_index",
-                  "pos")
-          .unionByName(oks.select("key", c("i_time").alias("t"), F.lit(0).alias("e"),
-                                  "offset", "i_index", "pos")))
-    w = (Window.partitionBy("key").orderBy("t", "e", "i_index", "pos")
+    oks = rows.filter((c("src") == 0) & (c("type") == "ok") & c("offset").isNotNull())
+    ev = oks.select("key", "i_index", "pos", "offset", F.explode(F.array(
+        F.struct(c("i_time").alias("t"), F.lit(0).alias("e")),
+        F.struct(c("c_time").alias("t"), F.lit(1).alias("e")))).alias("ev"))
+    w = (Window.partitionBy("key").orderBy("ev.t", "ev.e", "i_index", "pos")
          .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    best = F.max(F.when(c("e") == 1, c("offset"))).over(w)
-    cand = (ev.select("*", best.alias("best")).filter((c("e") == 0) & (c("best") > c("offset")))
+    best = F.max(F.when(c("ev.e") == 1, c("offset"))).over(w)
+    cand = (ev.filter(c("ev.t").isNotNull()).select("*", best.alias("best"))
+            .filter((c("ev.e") == 0) & (c("best") > c("offset")))
             .select("key", "i_index", "pos"))
-    b = oks.join(cand, ["key", "i_index", "pos"]).select(
+    b = oks.join(F.broadcast(cand), ["key", "i_index", "pos"]).select(
         "key", "proc", "i_index", "i_time", "pos", "offset")
     a = oks.filter(c("c_time").isNotNull()).select(
-        "key", c("proc").alias("a_proc"), c("i_index").alias("a_i"), c("pos").alias("a_pos"),
-        c("c_time").alias("a_c"), c("offset").alias("a_off"))
-    j = b.join(a, (b["key"] == a["key"]) & (c("a_c") < c("i_time"))
-               & (c("a_proc") != c("proc")) & (c("a_off") > c("offset"))).drop(a["key"])
+        c("key").alias("a_key"), c("proc").alias("a_proc"), c("i_index").alias("a_i"),
+        c("pos").alias("a_pos"), c("c_time").alias("a_c"), c("offset").alias("a_off"))
+    j = F.broadcast(b).join(a, (c("key") == c("a_key")) & (c("a_c") < c("i_time"))
+                            & (c("a_proc") != c("proc")) & (c("a_off") > c("offset")))
     top = F.max(F.struct("a_off", (-c("a_c")).alias("nc"), (-c("a_i")).alias("ni"),
                          (-c("a_pos")).alias("np"), "a_i", "a_pos")).alias("a")
     hit = j.groupBy("key", "i_index", "pos", "offset").agg(top)
-    return _anomaly(hit, "realtime-order", [_ref(0, "a.a_i", "a.a_pos"), _ref(0)], c("pos"),
-                    offsets=F.array("a.a_off", "offset"))
+    return hit.select("key", _an(F.lit(True), "realtime-order", c("pos"),
+                                 [_ref(0, "a.a_i", "a.a_pos"), _ref(0, "i_index", "pos")],
+                                 F.array("a.a_off", "offset")).alias("a")).select("key", "a.*")
+
+
+def facts(w, t0: int, bucket_ns: int):
+    """``(series, lag, keys)`` frames: unseen over time, realtime lag, partition count."""
+    from pyspark.sql import functions as F
+
+    c = F.col
+    done = w.filter((c("src") == 0) & (c("type") == "ok") & c("c_time").isNotNull())
+    bucket = F.floor((c("c_time") - F.lit(t0)) / F.lit(bucket_ns)).cast("long")
+    seen_b = F.floor((F.greatest(c("fr.c_time"), c("c_time")) - F.lit(t0))
+                     / F.lit(bucket_ns)).cast("long")
+    lagc = F.greatest(F.lit(0), c("fr.i_time") - c("c_time"))
+    per = done.select(F.explode(F.array(
+        F.struct(F.lit("acked").alias("what"), bucket.alias("b"),
+                 F.lit(None).cast("long").alias("lag")),
+        F.when(c("fr").isNotNull(), F.struct(F.lit("seen").alias("what"),
+                                              seen_b.alias("b"), lagc.alias("lag"))))))
+    series = per.select("col.*").filter(c("what").isNotNull()).groupBy("what", "b").agg(
+        F.count(F.lit(1)).alias("n"), F.sum("lag").alias("lag"))
+    worst = (done.filter(c("fr").isNotNull())
+             .agg(F.max(F.struct(lagc.alias("lag"), (-c("i_index")).alias("ni"),
+                                 (-c("pos")).alias("np"), "key", "i_index", "pos",
+                                 c("fr.i_index").alias("p_i"))).alias("worst"),
+                  F.count_distinct("key").alias("seen_keys")))
+    keys = w.select("key").distinct()
+    return series, worst, keys
 
 
 # ---------------------------------------------------------------- the driver's part
@@ -308,17 +290,18 @@ class _Ops:
         return key, queue._poll_ref(key, rec), rec
 
 
-def _value_at(rec, offset: int, text: str | None) -> Any:
-    if isinstance(rec, queue.SendRec):
-        return rec.value
-    for off, v in rec.pairs:
-        if off == offset and (text is None or _text(v) == text):
-            return v
-    return None
+def _value(rec, r) -> Any:
+    """The value a message carried, or the value a read returned (``r["pos"]``)."""
+    return rec.value if isinstance(rec, queue.SendRec) else rec.pairs[r["pos"]][1]
 
 
-def example(row, ops: _Ops, skipped: list[int] | None) -> dict[str, Any]:
-    """The anomaly dict ``check_partition`` makes, from one anomaly row."""
+def example(row: dict, ops: _Ops, more: dict) -> dict[str, Any]:
+    """The anomaly dict ``check_partition`` makes, from one anomaly row.
+
+    ``more`` holds what the examples' second look found: the first showing of every
+    value at an inconsistent offset, of every offset of a duplicate value, and the
+    offsets a skip jumped over.
+    """
     kind, kt = row["kind"], row["key"]
     got = [ops.ref(kt, r) for r in row["refs"]]
     key = got[0][0]
@@ -326,30 +309,31 @@ def example(row, ops: _Ops, skipped: list[int] | None) -> dict[str, Any]:
     a: dict[str, Any] = {"key": key}
     if kind == "inconsistent-offsets":
         off = row["offsets"][0]
-        vals = [(_value_at(g[2], off, t), g[1]) for g, t in zip(got, row["texts"])]
+        vals = []
+        for r in more[("io", kt, off)]:
+            _, ref, rec = ops.ref(kt, r)
+            vals.append((_value(rec, r), ref))
         vals.sort(key=lambda x: repr(queue._h(x[0])))
         a.update(offset=off, values=sorted((v for v, _ in vals), key=repr),
                  ops=[r for _, r in vals])
     elif kind == "duplicate":
-        v = _value_at(got[0][2], row["offsets"][0], row["value"])
-        a.update(value=v, offsets=list(row["offsets"]), ops=refs)
-    elif kind in ("G1a", "unseen"):
+        shows = more[("dup", kt, row["refs"][0]["i"], row["refs"][0]["pos"])]
+        a.update(value=_value(got[0][2], row["refs"][0]), offsets=[o for o, _ in shows],
+                 ops=[ops.ref(kt, r)[1] for _, r in shows])
+    elif kind == "G1a":
+        a.update(value=got[0][2].value, ops=refs)
+    elif kind == "unseen":
         s = got[0][2]
-        if kind == "G1a":
-            a.update(value=s.value, ops=refs)
-        else:
-            a.update(value=s.value, offset=s.offset, ops=refs)
+        a.update(value=s.value, offset=s.offset, ops=refs)
     elif kind == "lost-write":
         s = got[0][2]
         a.update(value=s.value, offset=s.offset, **{"max-read-offset": row["extra"]},
                  ops=refs)
     elif kind == "unexpected":
-        p = got[0][2]
-        v = next((v for _, v in p.pairs if _text(v) == row["value"]), None)
-        a.update(value=v, ops=refs)
+        a.update(value=_value(got[0][2], row["refs"][0]), ops=refs)
     elif kind in ("int-poll-skip", "poll-skip"):
-        a.update(offsets=list(row["offsets"]), delta=row["delta"], skipped=skipped or [],
-                 ops=refs)
+        a.update(offsets=list(row["offsets"]), delta=row["delta"],
+                 skipped=more.get(("skip", _row_id(row)), []), ops=refs)
     elif kind == "realtime-order":
         a.update(offsets=list(row["offsets"]), ops=refs)
     else:  # the nonmonotonic kinds
@@ -357,8 +341,12 @@ def example(row, ops: _Ops, skipped: list[int] | None) -> dict[str, Any]:
     return a
 
 
+def _row_id(row) -> tuple:
+    return (row["kind"], row["key"], tuple((r["src"], r["i"], r["pos"]) for r in row["refs"]))
+
+
 def check(spark, paired, t0: int, bucket_ns: int, sub_via: str | None,
-          max_examples: int, flats_of) -> dict[str, Any]:
+          max_examples: int, flats_of, partitions: int) -> dict[str, Any]:
     """The queue result (without ``stats``) of a paired frame, like ``queue.check_queue``.
 
     ``flats_of(indexes)`` returns the flat operations with those invocation indexes.
@@ -366,44 +354,45 @@ def check(spark, paired, t0: int, bucket_ns: int, sub_via: str | None,
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    messages, reads = tables(paired)
-    messages, reads = messages.persist(), reads.persist()
-    anomalies, series, lag, keys, cached = anomalies_and_facts(messages, reads, t0,
-                                                               bucket_ns)
+    rows = rows_frame(paired, partitions).persist()
+    w = windowed(rows).persist()
     try:
-        anomalies = anomalies.persist()
-        counts = {r[0]: int(r[1]) for r in anomalies.groupBy("kind").count().collect()}
-        rows = []
+        found = anomalies(w).unionByName(realtime(rows)).persist()
+        counts = {r[0]: int(r[1]) for r in found.groupBy("kind").count().collect()}
+        examples = []
         if counts:
-            w = Window.partitionBy("kind").orderBy(
+            order = Window.partitionBy("kind").orderBy(
                 F.array_min(F.col("refs.i")), "key", "seq")
-            rows = (anomalies.withColumn("n", F.row_number().over(w))
-                    .filter(F.col("n") <= max_examples).collect())
-        skipped = _skipped(spark, rows, cached[2])
+            examples = [r.asDict(recursive=True) for r in
+                        found.withColumn("n", F.row_number().over(order))
+                        .filter(F.col("n") <= max_examples).drop("n").collect()]
+        found.unpersist()
+        more = _second_look(spark, rows, w, examples)
+        series, worst, keys = facts(w, t0, bucket_ns)
         series_rows = series.collect()
-        lag_row = lag.collect()[0]
-        n_keys = int(keys.collect()[0][0])
-        wanted = {int(r["i"]) for row in rows for r in row["refs"]}
-        w_ = lag_row["worst"]
-        if w_ is not None:
-            wanted |= {int(w_["i_index"]), int(w_["p_i"])}
-        ops = _Ops(flats_of(sorted(wanted)))
+        worst_row = worst.collect()[0]
+        n_keys = keys.count()
     finally:
-        for f in (anomalies, messages, reads, *cached):
-            f.unpersist()
+        w.unpersist()
+        rows.unpersist()
+    wanted = {r["i"] for row in examples for r in row["refs"]}
+    wanted |= {r["i"] for k, v in more.items() if k[0] == "io" for r in v}
+    wanted |= {r["i"] for k, v in more.items() if k[0] == "dup" for _, r in v}
+    wv = worst_row["worst"]
+    if wv is not None:
+        wanted |= {int(wv["i_index"]), int(wv["p_i"])}
+    ops = _Ops(flats_of(sorted(wanted)))
     an: dict[str, list] = {}
-    for row in rows:
-        d = row.asDict(recursive=True)
-        d["refs"] = [dict(r) for r in d["refs"]]
-        an.setdefault(row["kind"], []).append(
-            (row["seq"], example(d, ops, skipped.get(_row_id(row)))))
+    for row in sorted(examples, key=lambda r: r["seq"]):
+        an.setdefault(row["kind"], []).append(example(row, ops, more))
     part = {
-        "anomalies": {k: [a for _, a in sorted(v, key=lambda x: x[0])]
-                      for k, v in an.items()},
-        "unseen-acked": {int(r[0]): int(r[2]) for r in series_rows if r[1] == "acked"},
-        "unseen-seen": {int(r[0]): int(r[2]) for r in series_rows if r[1] == "seen"},
-        "lag": {"worst": _worst(w_, ops), "sum-ns": int(lag_row["sum"] or 0),
-                "n": int(lag_row["n"])},
+        "anomalies": an,
+        "unseen-acked": {int(r["b"]): int(r["n"]) for r in series_rows
+                         if r["what"] == "acked"},
+        "unseen-seen": {int(r["b"]): int(r["n"]) for r in series_rows if r["what"] == "seen"},
+        "lag": {"worst": _worst(wv, ops),
+                "sum-ns": sum(int(r["lag"] or 0) for r in series_rows),
+                "n": sum(int(r["n"]) for r in series_rows if r["what"] == "seen")},
     }
     result = queue.merge_parts([part], t0, bucket_ns, sub_via, max_examples)
     result["partitions"] = n_keys
@@ -412,27 +401,51 @@ def check(spark, paired, t0: int, bucket_ns: int, sub_via: str | None,
     return result
 
 
-def _row_id(row) -> tuple:
-    return (row["kind"], row["key"], tuple((r["src"], r["i"], r["pos"]) for r in row["refs"]),
-            tuple(row["offsets"] or ()))
-
-
-def _skipped(spark, rows, ranks) -> dict[tuple, list[int]]:
-    """The first skipped offsets of each poll-skip example (a join on the few ranks)."""
+def _second_look(spark, rows, w, examples) -> dict:
+    """Details of the examples that span many rows, by small broadcast joins."""
     from pyspark.sql import functions as F
 
-    want = [(row["key"], int(row["extra"]) + 1 + i, _row_id(row)) for row in rows
-            if row["kind"] in ("poll-skip", "int-poll-skip")
-            for i in range(min(SKIPPED_SHOWN, int(row["delta"]) - 1))]
-    if not want:
-        return {}
-    need = spark.createDataFrame([(k, r) for k, r, _ in want], "key string, rank int")
-    got = {(r[0], int(r[1])): int(r[2]) for r in
-           need.join(ranks, ["key", "rank"]).select("key", "rank", "offset").collect()}
-    out: dict[tuple, list[int]] = {}
-    for k, r, rid in want:
-        out.setdefault(rid, []).append(got[(k, r)])
-    return out
+    c = F.col
+    more: dict = {}
+    io = [(e["key"], e["offsets"][0]) for e in examples if e["kind"] == "inconsistent-offsets"]
+    dup = [(e["key"], e["refs"][0]["src"], e["refs"][0]["i"], e["refs"][0]["pos"])
+           for e in examples if e["kind"] == "duplicate"]
+    skips = [(e["key"], int(e["extra"]) + 1 + i, _row_id(e)) for e in examples
+             if e["kind"] in ("poll-skip", "int-poll-skip")
+             for i in range(min(SKIPPED_SHOWN, int(e["delta"]) - 1))]
+    known = rows.filter(c("offset").isNotNull())
+    first = F.min(F.struct("src", "i_index", "pos")).alias("f")
+
+    def ref_of(f):
+        return {"src": f["src"], "i": f["i_index"], "pos": f["pos"]}
+
+    if io:
+        want = spark.createDataFrame(io, "key string, offset long")
+        for r in (known.join(F.broadcast(want), ["key", "offset"])
+                  .groupBy("key", "offset", "value").agg(first).collect()):
+            more.setdefault(("io", r["key"], r["offset"]), []).append(ref_of(r["f"]))
+    if dup:
+        want = spark.createDataFrame(dup, "key string, src int, i_index long, pos long")
+        vals = (known.join(F.broadcast(want), ["key", "src", "i_index", "pos"])
+                .select("key", "value", "src", "i_index", "pos").distinct())
+        got = (known.join(F.broadcast(vals.withColumnRenamed("src", "w_src")
+                                      .withColumnRenamed("i_index", "w_i")
+                                      .withColumnRenamed("pos", "w_pos")),
+                          ["key", "value"])
+               .groupBy("key", "w_src", "w_i", "w_pos", "offset").agg(first).collect())
+        for r in got:
+            more.setdefault(("dup", r["key"], r["w_i"], r["w_pos"]), []).append(
+                (r["offset"], ref_of(r["f"])))
+        for k in [k for k in more if k[0] == "dup"]:
+            more[k].sort(key=lambda x: x[0])
+    if skips:
+        want = spark.createDataFrame([(k, r) for k, r, _ in skips], "key string, rank int")
+        got = {(r[0], int(r[1])): int(r[2]) for r in
+               w.join(F.broadcast(want), ["key", "rank"]).select("key", "rank", "offset")
+               .distinct().collect()}
+        for k, r, rid in skips:
+            more.setdefault(("skip", rid), []).append(got[(k, r)])
+    return more
 
 
 def _worst(w, ops: _Ops) -> dict[str, Any] | None:
