@@ -189,6 +189,40 @@ def phase(spark, name: str) -> Iterator[None]:
         sc.setJobDescription(before)
 
 
+def stage_metrics(spark) -> list[dict[str, Any]]:
+    """Spark's own metrics of every finished stage of this application, oldest first.
+
+    Each entry: ``stage``, ``name`` (the job description the stage ran under, see
+    :func:`phase`), ``tasks``, ``run-ms`` and ``cpu-ms`` (summed over tasks),
+    ``gc-ms``, ``input-mb``, ``shuffle-read-mb``, ``shuffle-write-mb``, ``spill-mb`` and
+    ``peak-execution-mb`` (the largest of any task).
+    """
+    store = spark.sparkContext._jsc.sc().statusStore()
+    seq = store.stageList(None, False, False, getattr(store, "stageList$default$4")(), None)
+    mb = 1024 * 1024
+    out = []
+    for i in range(seq.size()):
+        s = seq.apply(i)
+        if str(s.status()) != "COMPLETE":
+            continue
+        desc = s.description()
+        out.append({
+            "stage": s.stageId(),
+            "name": desc.get() if desc.isDefined() else s.name().split(" at ")[0],
+            "tasks": s.numTasks(),
+            "run-ms": s.executorRunTime(),
+            "cpu-ms": s.executorCpuTime() // 1_000_000,
+            "gc-ms": s.jvmGcTime(),
+            "input-mb": round(s.inputBytes() / mb, 1),
+            "shuffle-read-mb": round(s.shuffleReadBytes() / mb, 1),
+            "shuffle-write-mb": round(s.shuffleWriteBytes() / mb, 1),
+            "spill-mb": round(s.diskBytesSpilled() / mb, 1),
+            "peak-execution-mb": round(s.peakExecutionMemory() / mb, 1),
+        })
+    out.sort(key=lambda m: m["stage"])
+    return out
+
+
 # ---------------------------------------------------------------- loading
 
 
@@ -226,24 +260,37 @@ def _unlink(path: str) -> None:
         os.unlink(path)
 
 
-def paired_frame(df):
-    """Invocations joined with their completions (the next record of their process)."""
+def paired_frame(df, resets: Iterable[str] = ()):
+    """Invocations joined with their completions (the next record of their process).
+
+    With ``resets`` (function names), a ``reset`` column holds the invocation index of
+    the process's latest operation of those functions before this one (or null); it
+    comes out of the same window, so it costs no second sort.
+    """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     w = Window.partitionBy("process", "actor").orderBy("index")
-    nt = F.lead("type").over(w)
-    done = nt.isNotNull() & (nt != "invoke")
-    return (df.select(
-        "process", "actor", "f", "type",
-        F.col("index").alias("i_index"), F.col("time").alias("i_time"),
-        F.col("value").alias("i_value"), "key",
-        F.when(done, F.lead("index").over(w)).alias("c_index"),
-        F.when(done, F.lead("time").over(w)).alias("c_time"),
-        F.when(done, nt).otherwise(F.lit("info")).alias("c_type"),
-        F.when(done, F.lead("value").over(w)).alias("c_value"),
-        F.when(done, F.lead("error").over(w)).alias("error"))
-        .filter(F.col("type") == "invoke").drop("type"))
+    lead = F.lead(F.struct("type", "index", "time", "value", "error")).over(w)
+    nx = F.col("nx")
+    done = nx["type"].isNotNull() & (nx["type"] != "invoke")
+    extra = []
+    if resets:
+        before = w.rowsBetween(Window.unboundedPreceding, -1)
+        mark = F.when((F.col("type") == "invoke") & F.col("f").isin(*resets), F.col("index"))
+        extra.append(F.last(mark, ignorenulls=True).over(before).alias("reset"))
+    return (df.select("process", "actor", "f", "type", "index", "time", "value", "key",
+                      lead.alias("nx"), *extra)
+            .filter(F.col("type") == "invoke")
+            .select("process", "actor", "f",
+                    F.col("index").alias("i_index"), F.col("time").alias("i_time"),
+                    F.col("value").alias("i_value"), "key",
+                    F.when(done, nx["index"]).alias("c_index"),
+                    F.when(done, nx["time"]).alias("c_time"),
+                    F.when(done, nx["type"]).otherwise(F.lit("info")).alias("c_type"),
+                    F.when(done, nx["value"]).alias("c_value"),
+                    F.when(done, nx["error"]).alias("error"),
+                    *(["reset"] if resets else [])))
 
 
 _FLAT_COLS = ("process", "actor", "f", "i_index", "i_time", "i_value", "c_index", "c_time",
@@ -347,7 +394,7 @@ def spark_check_queue(spark, source, sub_via: str | None = None,
     from jepsen.checkers import spark_queue
 
     df = history_frame(spark, source)
-    paired = paired_frame(df).persist()
+    paired = paired_frame(df, queue.RESET_FS).persist()
     try:
         with phase(spark, "queue: pair operations, count"):
             counts, t0, bucket_ns = _counts_and_grid(paired)

@@ -60,20 +60,17 @@ def _messages(col):
 
 
 def rows_frame(paired, partitions: int):
-    """One row per sent message and per read, partitioned by key (see the module doc)."""
-    from pyspark.sql import Window
+    """One row per sent message and per read, partitioned by key (see the module doc).
+
+    ``paired`` is a ``paired_frame`` with the ``reset`` column of ``queue.RESET_FS``.
+    """
     from pyspark.sql import functions as F
 
     c = F.col
-    # the latest position reset of each process before each of its operations
-    w = (Window.partitionBy("process", "actor").orderBy("i_index")
-         .rowsBetween(Window.unboundedPreceding, -1))
-    ops = paired.filter(c("f").isin("send", "poll", *queue.RESET_FS)).select(
+    ops = paired.filter(c("f").isin("send", "poll")).select(
         "f", "i_index", "i_time", "c_index", "c_time", "c_type", "i_value", "c_value",
         F.coalesce(c("process").cast("string"), F.concat(F.lit("@"), c("actor")))
-        .alias("proc"),
-        F.last(F.when(c("f").isin(*queue.RESET_FS), c("i_index")), ignorenulls=True)
-        .over(w).alias("reset"))
+        .alias("proc"), "reset")
     common = ("proc", "i_index", "i_time", "c_index", "c_time")
     sends = ops.filter(c("f") == "send").select(
         *common, c("c_type").alias("type"),
@@ -119,6 +116,9 @@ def _an(cond, kind, seq, refs, offsets=None, delta=None, extra=None):
         opt(delta, "long").alias("delta"), opt(extra, "long").alias("extra")))
 
 
+_FIELDS = ("kind", "seq", "refs", "offsets", "delta", "extra")
+
+
 def windowed(rows):
     """The rows with the window aggregates every anomaly is judged on."""
     from pyspark.sql import Window
@@ -126,7 +126,6 @@ def windowed(rows):
 
     c = F.col
     known = c("offset").isNotNull()
-    order = F.struct("src", "i_index", "pos")
     by_value = Window.partitionBy("key", "value")
     by_offset = Window.partitionBy("key", "offset")
     by_key = Window.partitionBy("key")
@@ -139,13 +138,11 @@ def windowed(rows):
         F.max(F.when(c("src") == 0, F.lit(1))).over(by_value).alias("sent"),
         F.min(F.when(known, c("offset"))).over(by_value).alias("o_lo"),
         F.max(F.when(known, c("offset"))).over(by_value).alias("o_hi"),
-        F.min(F.when(known, order)).over(by_value).alias("v_first"),
         F.max(F.when(read, c("offset"))).over(by_key).alias("max_read"))
     r = r.select(
         "*",
         F.min(F.when(known, c("value"))).over(by_offset).alias("v_lo"),
-        F.max(F.when(known, c("value"))).over(by_offset).alias("v_hi"),
-        F.min(F.when(known, order)).over(by_offset).alias("o_first"))
+        F.max(F.when(known, c("value"))).over(by_offset).alias("v_hi"))
     r = r.select("*", F.dense_rank().over(by_key.orderBy("offset")).alias("rank"))
     return r.select(
         "*", *(F.lag(x).over(w_seq).alias(f"p_{x}")
@@ -157,7 +154,6 @@ def anomalies(w):
     from pyspark.sql import functions as F
 
     c = F.col
-    me = F.struct("src", "i_index", "pos")
     read, send = c("src") == 1, c("src") == 0
     this = _ref(c("src"), "i_index", "pos")
     prev = _ref(c("src"), "p_i_index", "p_pos")
@@ -174,9 +170,9 @@ def anomalies(w):
     first_read = F.struct(c("fr.i_index").alias("i_index"), c("fr.pos").alias("pos"))
     fr_ref = _ref(1, "fr.i_index", "fr.pos")
     xs = [
-        _an((c("o_first") == me) & (c("v_lo") != c("v_hi")), "inconsistent-offsets",
+        _an(c("offset").isNotNull() & (c("v_lo") != c("v_hi")), "inconsistent-offsets",
             c("offset"), [this], F.array("offset")),
-        _an((c("v_first") == me) & (c("o_lo") != c("o_hi")), "duplicate",
+        _an(c("offset").isNotNull() & (c("o_lo") != c("o_hi")), "duplicate",
             c("src") * F.lit(1 << 62) + c("i_index"), [this], F.array("offset")),
         _an(send & (c("type") == "fail") & c("fr").isNotNull(), "G1a", seq_in,
             [this, fr_ref]),
@@ -198,8 +194,18 @@ def anomalies(w):
         _an(send & c("offset").isNotNull() & stepped & back & ~internal,
             "nonmonotonic-send", c("pos"), [prev, this], offs, d),
     ]
-    return (w.select("key", F.explode(F.array_compact(F.array(*xs))).alias("a"))
-            .select("key", "a.*"))
+    found = (w.select("key", "value", "src", "i_index", "pos",
+                      F.explode(F.array_compact(F.array(*xs))).alias("a"))
+             .select("key", "value", "src", "i_index", "pos", "a.*"))
+    # every row of a duplicated value or an inconsistent offset sees it: keep the first
+    grouped = c("kind").isin("inconsistent-offsets", "duplicate")
+    one = (found.filter(grouped)
+           .withColumn("g", F.when(c("kind") == "duplicate", c("value"))
+                       .otherwise(c("offsets")[0].cast("string")))
+           .groupBy("kind", "key", "g")
+           .agg(F.min(F.struct("src", "i_index", "pos", *_FIELDS)).alias("a"))
+           .select("key", *(f"a.{f}" for f in _FIELDS)))
+    return found.filter(~grouped).select("key", *_FIELDS).unionByName(one)
 
 
 def realtime(rows):
