@@ -297,11 +297,29 @@ _FLAT_COLS = ("process", "actor", "f", "i_index", "i_time", "i_value", "c_index"
               "c_type", "c_value", "error")
 
 
-def _flats(rows: Iterable[Any]) -> Iterator[Flat]:
+_NULLABLE_LONGS = ("process", "c_index", "c_time")
+_NULL_LONG = -(2**63)
+
+
+def _flats(rows: Iterable[Any], _nan_free: bool = False) -> Iterator[Flat]:
+    """Flat operations from rows of ``_FLAT_COLS`` (Spark rows, or with ``_nan_free``
+    pandas tuples: numpy integers, ``_NULL_LONG`` for a missing number)."""
+    if _nan_free:
+        rows = (tuple(_plain(x) for x in r) for r in rows)
     for r in rows:
         p = r[0] if r[0] is not None else r[1]
         yield Flat(p, r[2], r[3], r[4], decode_value(r[5]), r[6], r[7], r[8],
                    decode_value(r[9]), r[10])
+
+
+def _plain(x: Any) -> Any:
+    """A pandas cell as a plain Python value."""
+    if x is None or isinstance(x, str):
+        return x
+    if hasattr(x, "__index__"):
+        x = int(x)
+        return None if x == _NULL_LONG else x
+    return x
 
 
 def _counts_and_grid(paired) -> tuple[dict[str, dict[str, int]], int, int]:
@@ -389,7 +407,7 @@ def spark_check_queue(spark, source, sub_via: str | None = None,
     The analysis is a Spark SQL plan (``jepsen.checkers.spark_queue``); the driver
     receives counts, statistics and the operations named by at most ``max_examples``
     anomalies of each type.  ``partitions``: how many partitions the keyed rows get
-    (``spark.sql.shuffle.partitions`` by default).
+    (the default parallelism by default).
     """
     from jepsen.checkers import spark_queue
 
@@ -402,7 +420,7 @@ def spark_check_queue(spark, source, sub_via: str | None = None,
             sub_via = "subscribe" if "subscribe" in counts else (
                 "assign" if "assign" in counts else None)
         with phase(spark, "queue: find anomalies"):
-            n = partitions or int(spark.conf.get("spark.sql.shuffle.partitions"))
+            n = partitions or max(2, spark.sparkContext.defaultParallelism)
             result = spark_queue.check(spark, paired, t0, bucket_ns, sub_via, max_examples,
                                        lambda idx: flats_at(spark, paired, idx), n)
         with phase(spark, "queue: latency, throughput"):
@@ -427,22 +445,37 @@ def spark_check_linearizable(spark, source, model: str | linear.Model = "cas-reg
                              keyed: bool = True, budget: int = linear.DEFAULT_BUDGET,
                              max_examples: int = 100,
                              partitions: int | None = None) -> dict[str, Any]:
-    """The linearizability checker on Spark: one task per group of keys."""
+    """The linearizability checker on Spark: the JVM pairs and groups operations by key,
+    and one ``applyInPandas`` call per key runs the search over the key's operations
+    (an Arrow batch in, one pickled ``check_key`` result out).
+
+    ``partitions`` is kept for callers; the grouping uses ``spark.sql.shuffle.partitions``.
+    """
+    import pickle
+
     from pyspark.sql import functions as F
 
     m = linear.model_named(model)
     df = history_frame(spark, source)
-    n = partitions or spark.sparkContext.defaultParallelism
+    group = F.col("key") if keyed else F.lit("")
+    # nullable longs travel as a sentinel: pandas would make them lossy floats
+    cols = [F.coalesce(F.col(c), F.lit(_NULL_LONG)).alias(c) if c in _NULLABLE_LONGS
+            else F.col(c) for c in _FLAT_COLS]
+    ops = (paired_frame(df).filter(F.col("f").isin(*m.fs) & (F.col("c_type") != "fail"))
+           .select(group.alias("g"), *cols))
 
-    def records(fl):
-        r = linear.lin_record(m, fl, keyed)
-        if r is not None:
-            yield r
+    def analyse(pdf):
+        import pandas as pd
 
-    def analyse(key, ops):
-        return linear.check_key(m, key, [linear.LinOp._make(o) for o in ops], budget)
+        recs = [linear.lin_record(m, fl, keyed) for fl in _flats(
+            pdf[list(_FLAT_COLS)].itertuples(index=False, name=None), _nan_free=True)]
+        recs = [r for r in recs if r is not None]
+        out = []
+        if recs:
+            out.append(pickle.dumps(linear.check_key(m, recs[0][0], [r[1] for r in recs],
+                                                     budget)))
+        return pd.DataFrame({"result": pd.Series(out, dtype=object)})
 
     with phase(spark, f"linearizable: search keys ({m.name})"):
-        results = by_key(paired_frame(df).filter(F.col("f").isin(*m.fs)), records, analyse,
-                         n)
-    return linear.merge_keys(m, results, max_examples)
+        rows = ops.groupBy("g").applyInPandas(analyse, "result binary").collect()
+    return linear.merge_keys(m, (pickle.loads(r[0]) for r in rows), max_examples)
