@@ -1,11 +1,12 @@
-"""Running the checkers on Spark: a quiet session, stage progress, and the two drivers.
+"""Running the checkers on Spark: a quiet session, stage progress and metrics, the drivers.
 
-The Spark path does the bulk, order-dependent work in the JVM (reading Parquet, pairing
-each invocation with its completion by a window over ``(process, index)``, statistics by
-aggregation) and ships only the per-key analysis to Python workers: records are keyed by
-partition (queue) or register key (linearizability), grouped with one shuffle, and each
-Spark task runs the same pure functions the single-process path runs, over its group of
-keys.  Only per-key partial results come back to the driver.
+The queue checker is a Spark SQL plan (``jepsen.checkers.spark_queue``): the JVM reads
+the Parquet history, pairs each invocation with its completion by one window over
+``(process, index)``, explodes messages and reads into one table keyed by partition and
+finds every anomaly with window aggregates over it; the driver receives counts,
+statistics and the few operations its examples name.  The linearizability search per key
+stays in Python, as an ``applyInPandas`` call over each key's group.  Statistics are
+aggregations (quantiles approximate).  The driver never holds the whole history.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 
 
 def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
-                  shuffle_partitions: int | None = None, log_dir: str | None = None):
+                  shuffle_partitions: int | None = None, log_dir: str | None = None,
+                  driver_memory: str | None = None):
     """Builds (or returns the running) SparkSession, quietly.
 
     The JVM logs only errors (a log4j2 config passed as a system property), the web UI
@@ -61,6 +63,8 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
         shuffle_partitions: ``spark.sql.shuffle.partitions``; by default twice the
             default parallelism for local masters, Spark's default otherwise.
         log_dir: where the JVM log and the log4j2 config go (a temp dir by default).
+        driver_memory: ``spark.driver.memory`` (Spark's default when None); in local
+            mode the driver JVM runs the tasks too.
     """
     local = master.startswith("local")
     if local:  # a cluster master needs the driver reachable from its executors
@@ -82,6 +86,8 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
          .config("spark.python.worker.reuse", "true"))
     if local:
         b = b.config("spark.driver.bindAddress", os.environ["SPARK_LOCAL_IP"])
+    if driver_memory:
+        b = b.config("spark.driver.memory", driver_memory)
     if shuffle_partitions is None and local:
         n = os.cpu_count() or 2
         inner = master[master.find("[") + 1:master.find("]")] if "[" in master else "1"
