@@ -256,7 +256,13 @@ def main() -> None:
             rows.append({"kind": kind, "n": n, "engine": eng if eng == "python"
                          else f"spark {a.master}", "m": m, "load": load})
             print(table(rows[-1:])[-1], flush=True)
+            if not a.no_write:  # after every run, so a cut-short benchmark leaves its rows
+                write(a, rows, started)
         path.unlink()
+    print("\n".join(where(rows)))
+
+
+def write(a, rows: list[dict], started: float) -> None:
     lines = ["# Checker benchmark", "",
              f"`python bench/checker_bench.py --queue-records "
              f"{','.join(str(n) for n in a.queue_records)} --register-records "
@@ -268,14 +274,12 @@ def main() -> None:
              "driver = the Python process that drives the check; JVM = the Spark JVM (in "
              "local mode it runs the tasks too); workers = Spark's Python workers.",
              *where(rows)]
-    if not a.no_write:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "checker.md").write_text("\n".join(lines) + "\n")
-        (RESULTS / "checker.json").write_text(json.dumps(
-            {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-             "args": {k: v for k, v in vars(a).items() if k not in ("child", "path")},
-             "runs": rows}, indent=1) + "\n")
-    print("\n".join(where(rows)))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "checker.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / "checker.json").write_text(json.dumps(
+        {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+         "args": {k: v for k, v in vars(a).items() if k not in ("child", "path")},
+         "runs": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 
 def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
                   shuffle_partitions: int | None = None, log_dir: str | None = None,
-                  driver_memory: str | None = None):
+                  driver_memory: str | None = None, jars: list[str] | None = None):
     """Builds (or returns the running) SparkSession, quietly.
 
     The JVM logs only errors (a log4j2 config passed as a system property), the web UI
@@ -65,6 +65,8 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
         log_dir: where the JVM log and the log4j2 config go (a temp dir by default).
         driver_memory: ``spark.driver.memory`` (Spark's default when None); in local
             mode the driver JVM runs the tasks too.
+        jars: more jars for the driver and executors (``spark.jars``), e.g. Spark's
+            Kafka source from ``jepsen.checkers.spark_kafka.connector_jars``.
     """
     local = master.startswith("local")
     if local:  # a cluster master needs the driver reachable from its executors
@@ -88,6 +90,8 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
         b = b.config("spark.driver.bindAddress", os.environ["SPARK_LOCAL_IP"])
     if driver_memory:
         b = b.config("spark.driver.memory", driver_memory)
+    if jars:
+        b = b.config("spark.jars", ",".join(jars))
     if shuffle_partitions is None and local:
         n = os.cpu_count() or 2
         inner = master[master.find("[") + 1:master.find("]")] if "[" in master else "1"
@@ -248,7 +252,12 @@ def parquet_source(source: str | os.PathLike[str] | Iterable[Op]) -> str:
 
 
 def history_frame(spark, source: str | os.PathLike[str] | Iterable[Op]):
-    """A DataFrame of history records in the Parquet schema (see ``parquet_source``)."""
+    """A DataFrame of history records in the Parquet schema (see ``parquet_source``);
+    a DataFrame (such as ``spark_kafka.topic_frame``'s) is taken as it is."""
+    from pyspark.sql import DataFrame
+
+    if isinstance(source, DataFrame):
+        return source
     return spark.read.parquet(parquet_source(source))
 
 
