@@ -77,16 +77,17 @@ class TopicWriter:
 
     Args:
         bootstrap: the cluster's bootstrap servers.
-        topic: the history topic (created with ``partitions`` partitions if missing).
+        topic: the history topic (created with ``partitions`` partitions and
+            ``replication`` replicas if missing).
         config: more librdkafka producer settings.
     """
 
     def __init__(self, bootstrap: str, topic: str, partitions: int = 1,
-                 config: dict[str, Any] | None = None) -> None:
+                 replication: int = 1, config: dict[str, Any] | None = None) -> None:
         from confluent_kafka import Producer
 
         self.topic = topic
-        _ensure_topic(bootstrap, topic, partitions)
+        _ensure_topic(bootstrap, topic, partitions, replication)
         self._p = Producer({"bootstrap.servers": bootstrap, "acks": "all",
                             "enable.idempotence": True, "linger.ms": 5, "log_level": 0,
                             **(config or {})})
@@ -123,12 +124,12 @@ class TopicWriter:
         self.close()
 
 
-def _ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def _ensure_topic(bootstrap: str, topic: str, partitions: int, replication: int) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    fut = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30)[topic]
+    fut = admin.create_topics([NewTopic(topic, partitions, replication)], operation_timeout=30)[topic]
     try:
         fut.result(timeout=60)
     except KafkaException as e:
