@@ -156,30 +156,33 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
-def generate(d: Path, a) -> list[tuple[str, Path, int]]:
+def plan(a) -> list[tuple[str, int]]:
+    """The histories in the order they run: the smallest queue, the register, the rest."""
+    out = [("queue", n) for n in sorted(a.queue_records)]
+    if a.register_records:
+        out.insert(1 if out else 0, ("register", a.register_records))
+    return out
+
+
+def generate(d: Path, kind: str, n: int, a) -> tuple[str, Path, int]:
     from jepsen.checkers.synth import iter_queue_history, register_history
     from jepsen.history import write_parquet, write_parquet_chunks
 
-    out = []
-    for n in a.queue_records:
+    t = time.monotonic()
+    if kind == "queue":
         p = d / f"queue-{n}.parquet"
-        t = time.monotonic()
         got = write_parquet_chunks(iter_queue_history(n, partitions=a.partitions,
                                                       producers=12, consumers=8,
                                                       seed=a.seed), p)
         print(f"generated {got} queue records ({a.partitions} partitions) in "
               f"{time.monotonic() - t:.0f}s", flush=True)
-        out.append(("queue", p, got))
-    if a.register_records:
-        p = d / "register.parquet"
-        t = time.monotonic()
-        r = register_history(a.register_records, keys=a.keys, processes=20, seed=a.seed)
-        write_parquet(r, p)
-        print(f"generated {len(r)} register records ({a.keys} keys) in "
-              f"{time.monotonic() - t:.0f}s", flush=True)
-        out.append((f"register ({a.keys} keys)", p, len(r)))
-        del r
-    return out
+        return "queue", p, got
+    p = d / "register.parquet"
+    r = register_history(n, keys=a.keys, processes=20, seed=a.seed)
+    write_parquet(r, p)
+    print(f"generated {len(r)} register records ({a.keys} keys) in "
+          f"{time.monotonic() - t:.0f}s", flush=True)
+    return f"register ({a.keys} keys)", p, len(r)
 
 
 def table(rows: list[dict]) -> list[str]:
@@ -244,9 +247,9 @@ def main() -> None:
 
     started = time.time()
     d = Path(tempfile.mkdtemp(prefix="checker-bench-"))
-    histories = generate(d, a)
     rows = []
-    for kind, path, n in histories:
+    for spec in plan(a):
+        kind, path, n = generate(d, *spec, a)
         engines = [] if a.skip_spark else ["spark"]
         if not a.skip_python and n <= a.python_max_records:
             engines.insert(0, "python")

@@ -1,7 +1,7 @@
 """A history that lives in a kraft topic, checked through Spark's own Kafka source.
 
-The records of every seeded queue anomaly are produced to a topic of a real kraft node as
-a run would write them; a Spark session with the ``spark-sql-kafka-0-10`` jars (the JVM
+The records of every seeded queue anomaly are recorded by the harness's ``Recorder``,
+which also produces each to a topic of a real kraft node (``jepsen test --history-topic``); a Spark session with the ``spark-sql-kafka-0-10`` jars (the JVM
 Kafka client) reads the topic back and the queue checker finds exactly the seeded
 anomalies, as the single-process path does on the same records.  Needs Maven Central the
 first time (the jars are cached); slow: a kraft node and a Spark JVM.
@@ -29,6 +29,7 @@ from jepsen.checkers.spark_kafka import (  # noqa: E402
     TopicWriter,
     connector_jars,
 )
+from jepsen.runner import Recorder  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -49,15 +50,20 @@ CHECK = textwrap.dedent("""
 """)
 
 
-def test_queue_history_read_from_a_kraft_topic(make_cluster):
+def test_queue_history_read_from_a_kraft_topic(make_cluster, tmp_path):
     try:
         connector_jars()
     except ConnectorUnavailable as e:
         pytest.skip(str(e))
     cluster = start_cluster(make_cluster(controllers=1, brokers=0, overrides=fast_overrides()))
-    ops, expected = all_scenarios()
-    with TopicWriter(cluster.bootstrap_servers, "jepsen-history", partitions=3) as w:
-        w.extend(ops)
+    scenario, expected = all_scenarios()
+    # as a run records them: numbered and timed by the harness, to a file and the topic
+    rec = Recorder(tmp_path / "history.jsonl")
+    rec.stream_to(TopicWriter(cluster.bootstrap_servers, "jepsen-history", partitions=3))
+    for o in scenario:
+        rec.add(o.process, o.type, o.f, o.value, o.error)
+    rec.close()
+    ops = rec.ops
     p = subprocess.run([sys.executable, "-c", CHECK, cluster.bootstrap_servers,
                         "jepsen-history"], cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)),
                        capture_output=True, text=True, timeout=900, check=False)
