@@ -251,7 +251,7 @@ def main() -> None:
     for spec in plan(a):
         kind, path, n = generate(d, *spec, a)
         engines = [] if a.skip_spark else ["spark"]
-        if not a.skip_python and n <= a.python_max_records:
+        if not a.skip_python and spec[1] <= a.python_max_records:  # the size asked for
             engines.insert(0, "python")
         for eng in engines:
             load = _load()

@@ -259,8 +259,7 @@ def facts(w, t0: int, bucket_ns: int):
     worst = (done.filter(c("fr").isNotNull())
              .agg(F.max(F.struct(lagc.alias("lag"), (-c("i_index")).alias("ni"),
                                  (-c("pos")).alias("np"), "key", "i_index", "pos",
-                                 c("fr.i_index").alias("p_i"))).alias("worst"),
-                  F.count_distinct("key").alias("seen_keys")))
+                                 c("fr.i_index").alias("p_i"))).alias("worst")))
     keys = w.select("key").distinct()
     return series, worst, keys
 
