@@ -460,11 +460,13 @@ def spark_check_linearizable(spark, source, model: str | linear.Model = "cas-reg
                              keyed: bool = True, budget: int = linear.DEFAULT_BUDGET,
                              max_examples: int = 100,
                              partitions: int | None = None) -> dict[str, Any]:
-    """The linearizability checker on Spark: the JVM pairs and groups operations by key,
-    and one ``applyInPandas`` call per key runs the search over the key's operations
-    (an Arrow batch in, one pickled ``check_key`` result out).
+    """The linearizability checker on Spark: the JVM pairs the operations and groups
+    them by bucket of keys; one ``applyInPandas`` call per bucket (an Arrow batch in)
+    splits it by key and runs the search per key, returning one pickled ``check_key``
+    result per key.  Buckets, not keys, are the groups: a pandas group costs
+    milliseconds, and a history may have many thousand small keys.
 
-    ``partitions`` is kept for callers; the grouping uses ``spark.sql.shuffle.partitions``.
+    ``partitions``: how many buckets (four per default parallelism by default).
     """
     import pickle
 
@@ -472,25 +474,26 @@ def spark_check_linearizable(spark, source, model: str | linear.Model = "cas-reg
 
     m = linear.model_named(model)
     df = history_frame(spark, source)
+    buckets = partitions or 4 * max(1, spark.sparkContext.defaultParallelism)
     group = F.col("key") if keyed else F.lit("")
     # nullable longs travel as a sentinel: pandas would make them lossy floats
     cols = [F.coalesce(F.col(c), F.lit(_NULL_LONG)).alias(c) if c in _NULLABLE_LONGS
             else F.col(c) for c in _FLAT_COLS]
     ops = (paired_frame(df).filter(F.col("f").isin(*m.fs) & (F.col("c_type") != "fail"))
-           .select(group.alias("g"), *cols))
+           .select(F.pmod(F.hash(group), F.lit(buckets)).alias("b"), *cols))
 
     def analyse(pdf):
         import pandas as pd
 
-        recs = [linear.lin_record(m, fl, keyed) for fl in _flats(
-            pdf[list(_FLAT_COLS)].itertuples(index=False, name=None), _nan_free=True)]
-        recs = [r for r in recs if r is not None]
-        out = []
-        if recs:
-            out.append(pickle.dumps(linear.check_key(m, recs[0][0], [r[1] for r in recs],
-                                                     budget)))
+        keys: dict[Any, list] = {}
+        for fl in _flats(pdf[list(_FLAT_COLS)].itertuples(index=False, name=None),
+                         _nan_free=True):
+            r = linear.lin_record(m, fl, keyed)
+            if r is not None:
+                keys.setdefault(r[0], []).append(r[1])
+        out = [pickle.dumps(linear.check_key(m, k, v, budget)) for k, v in keys.items()]
         return pd.DataFrame({"result": pd.Series(out, dtype=object)})
 
     with phase(spark, f"linearizable: search keys ({m.name})"):
-        rows = ops.groupBy("g").applyInPandas(analyse, "result binary").collect()
+        rows = ops.groupBy("b").applyInPandas(analyse, "result binary").collect()
     return linear.merge_keys(m, (pickle.loads(r[0]) for r in rows), max_examples)
