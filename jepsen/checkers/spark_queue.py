@@ -137,8 +137,10 @@ def windowed(rows):
         .over(by_value).alias("fr"),
         F.max(F.when(c("src") == 0, F.lit(1))).over(by_value).alias("sent"),
         F.min(F.when(known, c("offset"))).over(by_value).alias("o_lo"),
-        F.max(F.when(known, c("offset"))).over(by_value).alias("o_hi"),
-        F.max(F.when(read, c("offset"))).over(by_key).alias("max_read"))
+        F.max(F.when(known, c("offset"))).over(by_value).alias("o_hi"))
+    # a window over a whole key would buffer the key's rows: a group-by of a few rows
+    max_read = rows.filter(read).groupBy("key").agg(F.max("offset").alias("max_read"))
+    r = r.join(F.broadcast(max_read), "key", "left")
     r = r.select(
         "*",
         F.min(F.when(known, c("value"))).over(by_offset).alias("v_lo"),
