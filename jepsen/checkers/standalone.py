@@ -69,7 +69,7 @@ class StandaloneCluster:
         except (OSError, ValueError):
             return 0
 
-    def start(self, timeout_s: float = 180.0) -> StandaloneCluster:
+    def start(self, timeout_s: float = 600.0) -> StandaloneCluster:
         self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                     "--port", str(self.port), "--webui-port", str(self.ui_port))
         for n in range(self.workers):
