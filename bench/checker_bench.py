@@ -1,17 +1,22 @@
 """Checker benchmark: Spark (``local[2]`` by default) beside the single-process path.
 
-Generates a clean queue history and a clean cas-register history (sizes count history
-records, invocations and completions both, as Jepsen counts history operations), writes
-them as Parquet, then checks each in a fresh child process per engine and prints the
-wall time and peak memory of every run::
+Generates clean queue histories of the given sizes (records: invocations and completions
+both, as Jepsen counts history operations; written as Parquet in chunks, so a 50M-record
+history never sits in memory) and a clean cas-register history over many keys, checks
+each in a fresh child process per engine, and prints, per run: records/s of the check
+(the Spark session's start excluded and reported apart), peak memory of the driver, the
+JVM and the Python workers, and where the time went by Spark's own per-stage metrics
+(task run time, CPU, GC, shuffle, spill), summed per checker phase::
 
-    python bench/checker_bench.py                       # 1,000,000 / 100,000 over 1,000 keys
-    python bench/checker_bench.py --queue-ops 200000 --register-ops 20000
+    python bench/checker_bench.py                                  # 1M, 10M; 1M/10k keys
+    python bench/checker_bench.py --queue-records 1000000,10000000,50000000
+    python bench/checker_bench.py --queue-records 200000 --register-records 20000 --keys 200
 
-Peak memory is the child's peak resident set (``VmHWM``; ``ru_maxrss`` would include the
-parent's, which Linux carries across fork and exec) for the Python path; for
-Spark it is the driver's, plus the JVM's high-water mark (``VmHWM``) and the sum of the
-Python workers' high-water marks, sampled when the check ends.
+The table goes to ``bench/results/checker.md`` and the raw figures to
+``bench/results/checker.json``.  Peak memory is each process's high-water resident set
+(``VmHWM``; ``ru_maxrss`` would include the parent's, which Linux carries across fork
+and exec).  The single-process path holds the whole history, so it runs only up to
+``--python-max-records``.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -27,6 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "bench" / "results"
 
 
 def _hwm_kb(pid: int) -> int:
@@ -61,29 +68,58 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def run_child(mode: str, path: str, master: str, keys: int) -> dict:
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def phases(metrics: list[dict]) -> list[dict]:
+    """Spark's stage metrics summed per phase (the job description they ran under)."""
+    out: dict[str, dict] = {}
+    for m in metrics:
+        p = out.setdefault(m["name"], {"phase": m["name"], "stages": 0, "tasks": 0,
+                                       "run-s": 0.0, "cpu-s": 0.0, "gc-s": 0.0,
+                                       "shuffle-write-mb": 0.0, "spill-mb": 0.0,
+                                       "peak-execution-mb": 0.0})
+        p["stages"] += 1
+        p["tasks"] += m["tasks"]
+        p["run-s"] += m["run-ms"] / 1000
+        p["cpu-s"] += m["cpu-ms"] / 1000
+        p["gc-s"] += m["gc-ms"] / 1000
+        p["shuffle-write-mb"] += m["shuffle-write-mb"]
+        p["spill-mb"] += m["spill-mb"]
+        p["peak-execution-mb"] = max(p["peak-execution-mb"], m["peak-execution-mb"])
+    return [{k: round(v, 2) if isinstance(v, float) else v for k, v in p.items()}
+            for p in out.values()]
+
+
+def run_child(mode: str, path: str, master: str, driver_memory: str) -> dict:
     """One measurement, in this (fresh) process."""
     from jepsen.checkers import check_linearizable, check_queue
-    from jepsen.history import read_parquet
 
     out: dict = {"mode": mode}
     if mode.startswith("python"):
+        from jepsen.history import read_parquet
+
         t = time.monotonic()
         ops = read_parquet(path)
         out["load-s"] = time.monotonic() - t
         t = time.monotonic()
         r = check_queue(ops) if mode == "python-queue" else check_linearizable(ops)
         out["check-s"] = time.monotonic() - t
-        out["peak-mb"] = _hwm_kb(os.getpid()) / 1024
+        out["driver-peak-mb"] = _hwm_kb(os.getpid()) / 1024
     else:
         from jepsen.checkers.spark import (
             spark_check_linearizable,
             spark_check_queue,
             spark_session,
+            stage_metrics,
         )
 
         t = time.monotonic()
-        spark = spark_session(master)
+        spark = spark_session(master, driver_memory=driver_memory)
         out["session-s"] = time.monotonic() - t
         t = time.monotonic()
         if mode == "spark-queue":
@@ -93,11 +129,11 @@ def run_child(mode: str, path: str, master: str, keys: int) -> dict:
         out["check-s"] = time.monotonic() - t
         out["driver-peak-mb"] = _hwm_kb(os.getpid()) / 1024
         procs = _descendants(os.getpid())
-        java = [p for p in procs if "java" in Path(f"/proc/{p}/comm").read_text()]
+        java = [p for p in procs if _comm(p) == "java"]
         workers = [p for p in procs if p not in java]
         out["jvm-peak-mb"] = sum(_hwm_kb(p) for p in java) / 1024
         out["workers-peak-mb"] = sum(_hwm_kb(p) for p in workers) / 1024
-        out["peak-mb"] = out["driver-peak-mb"] + out["jvm-peak-mb"] + out["workers-peak-mb"]
+        out["phases"] = phases(stage_metrics(spark))
         spark.stop()
     out["valid"] = r["valid"]
     if mode.endswith("queue"):
@@ -107,63 +143,146 @@ def run_child(mode: str, path: str, master: str, keys: int) -> dict:
     return out
 
 
-def measure(mode: str, path: Path, master: str, keys: int) -> dict:
+def measure(mode: str, path: Path, master: str, driver_memory: str) -> dict:
     cmd = [sys.executable, __file__, "--child", mode, "--path", str(path), "--master", master,
-           "--keys", str(keys)]
+           "--driver-memory", driver_memory]
     p = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if p.returncode != 0:
         return {"mode": mode, "error": p.stderr.strip().splitlines()[-3:]}
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def plan(a) -> list[tuple[str, int]]:
+    """The histories in the order they run: the smallest queue, the register, the rest."""
+    out = [("queue", n) for n in sorted(a.queue_records)]
+    if a.register_records:
+        out.insert(1 if out else 0, ("register", a.register_records))
+    return out
+
+
+def generate(d: Path, kind: str, n: int, a) -> tuple[str, Path, int]:
+    from jepsen.checkers.synth import iter_queue_history, register_history
+    from jepsen.history import write_parquet, write_parquet_chunks
+
+    t = time.monotonic()
+    if kind == "queue":
+        p = d / f"queue-{n}.parquet"
+        got = write_parquet_chunks(iter_queue_history(n, partitions=a.partitions,
+                                                      producers=12, consumers=8,
+                                                      seed=a.seed), p)
+        print(f"generated {got} queue records ({a.partitions} partitions) in "
+              f"{time.monotonic() - t:.0f}s", flush=True)
+        return "queue", p, got
+    p = d / "register.parquet"
+    r = register_history(n, keys=a.keys, processes=20, seed=a.seed)
+    write_parquet(r, p)
+    print(f"generated {len(r)} register records ({a.keys} keys) in "
+          f"{time.monotonic() - t:.0f}s", flush=True)
+    return f"register ({a.keys} keys)", p, len(r)
+
+
+def table(rows: list[dict]) -> list[str]:
+    lines = ["| history | records | engine | check s | records/s | session s | "
+             "driver peak MB | JVM peak MB | workers peak MB | valid | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        m = r["m"]
+        if "error" in m:
+            lines.append(f"| {r['kind']} | {r['n']:,} | {r['engine']} | error: "
+                         f"{' '.join(m['error'])[-120:]} | | | | | | | |")
+            continue
+        sess = f"{m['session-s']:.1f}" if "session-s" in m else "-"
+        jvm = f"{m['jvm-peak-mb']:,.0f}" if "jvm-peak-mb" in m else "-"
+        wk = f"{m['workers-peak-mb']:,.0f}" if "workers-peak-mb" in m else "-"
+        lines.append(f"| {r['kind']} | {r['n']:,} | {r['engine']} | {m['check-s']:.1f} | "
+                     f"{r['n'] / m['check-s']:,.0f} | {sess} | {m['driver-peak-mb']:,.0f} | "
+                     f"{jvm} | {wk} | {m['valid']} | {r['load']:.1f} |")
+    return lines
+
+
+def where(rows: list[dict]) -> list[str]:
+    lines = []
+    for r in rows:
+        ph = r["m"].get("phases")
+        if not ph:
+            continue
+        lines += ["", f"{r['kind']}, {r['n']:,} records, {r['engine']}: Spark stage metrics "
+                  "per phase (task time summed over tasks)", "",
+                  "| phase | stages | tasks | task run s | task CPU s | GC s | "
+                  "shuffle write MB | spill MB | peak execution MB |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for p in ph:
+            lines.append(f"| {p['phase']} | {p['stages']} | {p['tasks']} | {p['run-s']} | "
+                         f"{p['cpu-s']} | {p['gc-s']} | {p['shuffle-write-mb']} | "
+                         f"{p['spill-mb']} | {p['peak-execution-mb']} |")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--queue-ops", type=int, default=1_000_000)
-    ap.add_argument("--register-ops", type=int, default=100_000)
-    ap.add_argument("--keys", type=int, default=1000, help="register keys")
+    ap.add_argument("--queue-records", default="1000000,10000000",
+                    type=lambda s: [int(x) for x in s.split(",") if x])
+    ap.add_argument("--register-records", type=int, default=1_000_000)
+    ap.add_argument("--keys", type=int, default=10_000, help="register keys")
     ap.add_argument("--partitions", type=int, default=16, help="queue partitions")
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--driver-memory", default="2g",
+                    help="spark.driver.memory (in local mode the driver JVM runs the tasks)")
+    ap.add_argument("--python-max-records", type=int, default=1_000_000,
+                    help="the single-process path runs only on histories this large or less")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-spark", action="store_true")
     ap.add_argument("--skip-python", action="store_true")
+    ap.add_argument("--no-write", action="store_true", help="do not write bench/results")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        print(json.dumps(run_child(a.child, a.path, a.master, a.keys)))
+        print(json.dumps(run_child(a.child, a.path, a.master, a.driver_memory)))
         return
 
-    from jepsen.checkers.synth import queue_history, register_history
-    from jepsen.history import write_parquet
-
+    started = time.time()
     d = Path(tempfile.mkdtemp(prefix="checker-bench-"))
-    t = time.monotonic()
-    q = queue_history(a.queue_ops, partitions=a.partitions, producers=12, consumers=8,
-                      seed=a.seed)
-    write_parquet(q, d / "queue.parquet")
-    nq = len(q)
-    del q
-    r = register_history(a.register_ops, keys=a.keys, processes=20, seed=a.seed)
-    write_parquet(r, d / "register.parquet")
-    nr = len(r)
-    del r
-    print(f"generated {nq} queue records ({a.partitions} partitions) and {nr} register "
-          f"records ({a.keys} keys) in {time.monotonic() - t:.1f}s -> {d}")
-    engines = ([] if a.skip_python else ["python"]) + ([] if a.skip_spark else ["spark"])
     rows = []
-    for kind, path, n in (("queue", d / "queue.parquet", nq),
-                          ("register", d / "register.parquet", nr)):
+    for spec in plan(a):
+        kind, path, n = generate(d, *spec, a)
+        engines = [] if a.skip_spark else ["spark"]
+        if not a.skip_python and spec[1] <= a.python_max_records:  # the size asked for
+            engines.insert(0, "python")
         for eng in engines:
-            m = measure(f"{eng}-{kind}", path, a.master, a.keys)
-            rows.append((kind, n, eng, m))
-            if "error" in m:
-                print(f"{kind:8} {n:>9} {eng:6} ERROR {m['error']}")
-                continue
-            extra = (f"load {m['load-s']:.1f}s" if eng == "python" else
-                     f"session {m['session-s']:.1f}s, driver {m['driver-peak-mb']:.0f} MB, "
-                     f"JVM {m['jvm-peak-mb']:.0f} MB, workers {m['workers-peak-mb']:.0f} MB")
-            print(f"{kind:8} {n:>9} records  {eng:6} check {m['check-s']:7.1f}s  "
-                  f"peak {m['peak-mb']:7.0f} MB  valid={m['valid']}  ({extra})", flush=True)
+            load = _load()
+            m = measure(f"{eng}-{kind.split()[0]}", path, a.master, a.driver_memory)
+            rows.append({"kind": kind, "n": n, "engine": eng if eng == "python"
+                         else f"spark {a.master}", "m": m, "load": load})
+            print(table(rows[-1:])[-1], flush=True)
+            if not a.no_write:  # after every run, so a cut-short benchmark leaves its rows
+                write(a, rows, started)
+        path.unlink()
+    print("\n".join(where(rows)))
+
+
+def write(a, rows: list[dict], started: float) -> None:
+    lines = ["# Checker benchmark", "",
+             f"`python bench/checker_bench.py --queue-records "
+             f"{','.join(str(n) for n in a.queue_records)} --register-records "
+             f"{a.register_records} --keys {a.keys} --master {a.master}`", "",
+             *table(rows), "",
+             f"Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}; shared "
+             "with other jobs (load: 1-minute load average when the run started). Records/s "
+             "is records over check time; the Spark session's start is apart. Peak memory: "
+             "driver = the Python process that drives the check; JVM = the Spark JVM (in "
+             "local mode it runs the tasks too); workers = Spark's Python workers.",
+             *where(rows)]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "checker.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / "checker.json").write_text(json.dumps(
+        {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+         "args": {k: v for k, v in vars(a).items() if k not in ("child", "path")},
+         "runs": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

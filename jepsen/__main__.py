@@ -121,6 +121,9 @@ def _test_options(f):
                      type=click.Path(file_okay=False)),
         click.option("--no-spark", is_flag=True, help="Check in-process, without Spark."),
         click.option("--spark-master", default="local[*]", show_default=True),
+        click.option("--history-topic", default=None, metavar="TOPIC",
+                     help="Also produce every history record to this topic of the cluster "
+                     "(Spark's Kafka source can check it there)."),
         click.option("--interval", type=float, default=DEFAULT_INTERVAL_S, show_default=True,
                      help="Mean seconds between nemesis ops (as Jepsen's default)."),
         click.option("--recovery", type=float, default=5.0, show_default=True,
@@ -155,6 +158,7 @@ def _make_options(kw, engine, seed, name=None):
         hosts=kw["hosts"], unsafe=kw["unsafe"], seed=seed, engine=engine,
         client=kw["client"], keys=kw["keys"], sub_via=kw["sub_via"], store=kw["store"],
         name=name, spark=not kw["no_spark"], spark_master=kw["spark_master"],
+        history_topic=kw["history_topic"],
         nemesis_interval_s=kw["interval"], recovery_s=kw["recovery"],
         startup_timeout_s=kw["startup_timeout"], overrides=overrides,
         schedule={k: v for k, v in (("kill_targets", kw["kill_targets"]),

@@ -321,6 +321,22 @@ def write_parquet(ops: Iterable[Op], path: str | os.PathLike[str],
     pq.write_table(table, path, compression="zstd", row_group_size=row_group_size)
 
 
+def write_parquet_chunks(chunks: Iterable[Iterable[Op]], path: str | os.PathLike[str]) -> int:
+    """Writes a history given in chunks as one Parquet file, a row group per chunk, so a
+    history larger than memory can be written; returns the number of records."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 0
+    schema = parquet_schema()
+    with pq.ParquetWriter(path, schema, compression="zstd") as w:
+        for chunk in chunks:
+            t = pa.Table.from_pydict(to_columns(chunk), schema=schema)
+            n += t.num_rows
+            w.write_table(t)
+    return n
+
+
 def row_to_op(row: Any) -> Op:
     """Builds an Op from a Parquet/Spark row (mapping or attribute access)."""
     get = row.get if isinstance(row, dict) else row.__getitem__

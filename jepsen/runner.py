@@ -140,6 +140,9 @@ class TestOptions:
     name: str | None = None
     spark: bool = True
     spark_master: str = "local[*]"
+    #: Also produce every history record to this topic of the cluster under test, as it
+    #: happens (``jepsen.checkers.spark_kafka``: Spark's Kafka source reads it back).
+    history_topic: str | None = None
     nemesis_interval_s: float = DEFAULT_INTERVAL_S  # Jepsen's default: 10 s
     recovery_s: float = 5.0
     drain_timeout_s: float = 30.0
@@ -202,6 +205,7 @@ class Recorder:
     def __init__(self, path: Path):
         self.ops: list[Op] = []
         self._w = JsonlWriter(path)
+        self._topic = None
         self.t0 = time.monotonic_ns()
         self.counts = {"ok": 0, "fail": 0, "info": 0}
         self.nemesis_state = ""
@@ -211,6 +215,8 @@ class Recorder:
         op = Op(len(self.ops), time.monotonic_ns(), type_, process, f, value, error)
         self.ops.append(op)
         self._w.append(op)
+        if self._topic is not None:
+            self._topic.extend([op])
         if type_ != INVOKE and isinstance(process, int):
             self.counts[type_] += 1
         return op
@@ -223,8 +229,18 @@ class Recorder:
         else:
             self.nemesis_state = f"{d['f']} -> {_short(d.get('value'))}"
 
+    def stream_to(self, writer) -> None:
+        """Sends the records so far, and every later one, to a ``TopicWriter`` too."""
+        writer.extend(self.ops)
+        self._topic = writer
+
     def close(self) -> None:
         self._w.close()
+        if self._topic is not None:
+            try:
+                self._topic.close()
+            except RuntimeError as e:  # the file history stays whole; the topic is a copy
+                log.warning("history topic: %s", e)
 
 
 def _short(v: Any, n: int = 60) -> str:
@@ -390,6 +406,10 @@ def run_test(opts: TestOptions, spark: Any = None) -> RunResult:
                            opts.startup_timeout_s)
         summary["startup"] = marks
         say(f"cluster ready in {marks['topics-s']:.1f}s")
+        if opts.history_topic:
+            from jepsen.checkers.spark_kafka import TopicWriter
+            recorder.stream_to(TopicWriter(cluster.bootstrap_servers, opts.history_topic,
+                                           replication=rf))
         phase = _Phase(opts, hosts, cluster, workload, recorder, say)
         steps = phase.steps
         from kraft.trio_run import run_trio

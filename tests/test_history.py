@@ -22,6 +22,7 @@ from jepsen.history import (
     write_history,
     write_jsonl,
     write_parquet,
+    write_parquet_chunks,
 )
 
 
@@ -110,3 +111,13 @@ def test_run_folder(tmp_path):
 def test_reindex():
     ops = reindex([Op(9, 1, "invoke", 0, "read"), Op(9, 2, "ok", 0, "read")])
     assert [o.index for o in ops] == [0, 1]
+
+
+def test_a_history_written_in_chunks_reads_back_whole(tmp_path):
+    from jepsen.checkers.synth import iter_queue_history, queue_history
+
+    p = tmp_path / "h.parquet"
+    chunks = iter_queue_history(3000, seed=9, chunk=400)
+    assert write_parquet_chunks(chunks, p) == len(queue_history(3000, seed=9))
+    assert read_parquet(p) == queue_history(3000, seed=9)
+    assert pq.ParquetFile(p).metadata.num_row_groups > 5

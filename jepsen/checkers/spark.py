@@ -1,11 +1,12 @@
-"""Running the checkers on Spark: a quiet session, stage progress, and the two drivers.
+"""Running the checkers on Spark: a quiet session, stage progress and metrics, the drivers.
 
-The Spark path does the bulk, order-dependent work in the JVM (reading Parquet, pairing
-each invocation with its completion by a window over ``(process, index)``, statistics by
-aggregation) and ships only the per-key analysis to Python workers: records are keyed by
-partition (queue) or register key (linearizability), grouped with one shuffle, and each
-Spark task runs the same pure functions the single-process path runs, over its group of
-keys.  Only per-key partial results come back to the driver.
+The queue checker is a Spark SQL plan (``jepsen.checkers.spark_queue``): the JVM reads
+the Parquet history, pairs each invocation with its completion by one window over
+``(process, index)``, explodes messages and reads into one table keyed by partition and
+finds every anomaly with window aggregates over it; the driver receives counts,
+statistics and the few operations its examples name.  The linearizability search per key
+stays in Python, as an ``applyInPandas`` call over each key's group.  Statistics are
+aggregations (quantiles approximate).  The driver never holds the whole history.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 
 
 def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
-                  shuffle_partitions: int | None = None, log_dir: str | None = None):
+                  shuffle_partitions: int | None = None, log_dir: str | None = None,
+                  driver_memory: str | None = None, jars: list[str] | None = None):
     """Builds (or returns the running) SparkSession, quietly.
 
     The JVM logs only errors (a log4j2 config passed as a system property), the web UI
@@ -61,6 +63,10 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
         shuffle_partitions: ``spark.sql.shuffle.partitions``; by default twice the
             default parallelism for local masters, Spark's default otherwise.
         log_dir: where the JVM log and the log4j2 config go (a temp dir by default).
+        driver_memory: ``spark.driver.memory`` (Spark's default when None); in local
+            mode the driver JVM runs the tasks too.
+        jars: more jars for the driver and executors (``spark.jars``), e.g. Spark's
+            Kafka source from ``jepsen.checkers.spark_kafka.connector_jars``.
     """
     local = master.startswith("local")
     if local:  # a cluster master needs the driver reachable from its executors
@@ -82,6 +88,10 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
          .config("spark.python.worker.reuse", "true"))
     if local:
         b = b.config("spark.driver.bindAddress", os.environ["SPARK_LOCAL_IP"])
+    if driver_memory:
+        b = b.config("spark.driver.memory", driver_memory)
+    if jars:
+        b = b.config("spark.jars", ",".join(jars))
     if shuffle_partitions is None and local:
         n = os.cpu_count() or 2
         inner = master[master.find("[") + 1:master.find("]")] if "[" in master else "1"
@@ -189,6 +199,40 @@ def phase(spark, name: str) -> Iterator[None]:
         sc.setJobDescription(before)
 
 
+def stage_metrics(spark) -> list[dict[str, Any]]:
+    """Spark's own metrics of every finished stage of this application, oldest first.
+
+    Each entry: ``stage``, ``name`` (the job description the stage ran under, see
+    :func:`phase`), ``tasks``, ``run-ms`` and ``cpu-ms`` (summed over tasks),
+    ``gc-ms``, ``input-mb``, ``shuffle-read-mb``, ``shuffle-write-mb``, ``spill-mb`` and
+    ``peak-execution-mb`` (the largest of any task).
+    """
+    store = spark.sparkContext._jsc.sc().statusStore()
+    seq = store.stageList(None, False, False, getattr(store, "stageList$default$4")(), None)
+    mb = 1024 * 1024
+    out = []
+    for i in range(seq.size()):
+        s = seq.apply(i)
+        if str(s.status()) != "COMPLETE":
+            continue
+        desc = s.description()
+        out.append({
+            "stage": s.stageId(),
+            "name": desc.get() if desc.isDefined() else s.name().split(" at ")[0],
+            "tasks": s.numTasks(),
+            "run-ms": s.executorRunTime(),
+            "cpu-ms": s.executorCpuTime() // 1_000_000,
+            "gc-ms": s.jvmGcTime(),
+            "input-mb": round(s.inputBytes() / mb, 1),
+            "shuffle-read-mb": round(s.shuffleReadBytes() / mb, 1),
+            "shuffle-write-mb": round(s.shuffleWriteBytes() / mb, 1),
+            "spill-mb": round(s.diskBytesSpilled() / mb, 1),
+            "peak-execution-mb": round(s.peakExecutionMemory() / mb, 1),
+        })
+    out.sort(key=lambda m: m["stage"])
+    return out
+
+
 # ---------------------------------------------------------------- loading
 
 
@@ -208,7 +252,12 @@ def parquet_source(source: str | os.PathLike[str] | Iterable[Op]) -> str:
 
 
 def history_frame(spark, source: str | os.PathLike[str] | Iterable[Op]):
-    """A DataFrame of history records in the Parquet schema (see ``parquet_source``)."""
+    """A DataFrame of history records in the Parquet schema (see ``parquet_source``);
+    a DataFrame (such as ``spark_kafka.topic_frame``'s) is taken as it is."""
+    from pyspark.sql import DataFrame
+
+    if isinstance(source, DataFrame):
+        return source
     return spark.read.parquet(parquet_source(source))
 
 
@@ -226,35 +275,66 @@ def _unlink(path: str) -> None:
         os.unlink(path)
 
 
-def paired_frame(df):
-    """Invocations joined with their completions (the next record of their process)."""
+def paired_frame(df, resets: Iterable[str] = ()):
+    """Invocations joined with their completions (the next record of their process).
+
+    With ``resets`` (function names), a ``reset`` column holds the invocation index of
+    the process's latest operation of those functions before this one (or null); it
+    comes out of the same window, so it costs no second sort.
+    """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     w = Window.partitionBy("process", "actor").orderBy("index")
-    nt = F.lead("type").over(w)
-    done = nt.isNotNull() & (nt != "invoke")
-    return (df.select(
-        "process", "actor", "f", "type",
-        F.col("index").alias("i_index"), F.col("time").alias("i_time"),
-        F.col("value").alias("i_value"), "key",
-        F.when(done, F.lead("index").over(w)).alias("c_index"),
-        F.when(done, F.lead("time").over(w)).alias("c_time"),
-        F.when(done, nt).otherwise(F.lit("info")).alias("c_type"),
-        F.when(done, F.lead("value").over(w)).alias("c_value"),
-        F.when(done, F.lead("error").over(w)).alias("error"))
-        .filter(F.col("type") == "invoke").drop("type"))
+    lead = F.lead(F.struct("type", "index", "time", "value", "error")).over(w)
+    nx = F.col("nx")
+    done = nx["type"].isNotNull() & (nx["type"] != "invoke")
+    extra = []
+    if resets:
+        before = w.rowsBetween(Window.unboundedPreceding, -1)
+        mark = F.when((F.col("type") == "invoke") & F.col("f").isin(*resets), F.col("index"))
+        extra.append(F.last(mark, ignorenulls=True).over(before).alias("reset"))
+    return (df.select("process", "actor", "f", "type", "index", "time", "value", "key",
+                      lead.alias("nx"), *extra)
+            .filter(F.col("type") == "invoke")
+            .select("process", "actor", "f",
+                    F.col("index").alias("i_index"), F.col("time").alias("i_time"),
+                    F.col("value").alias("i_value"), "key",
+                    F.when(done, nx["index"]).alias("c_index"),
+                    F.when(done, nx["time"]).alias("c_time"),
+                    F.when(done, nx["type"]).otherwise(F.lit("info")).alias("c_type"),
+                    F.when(done, nx["value"]).alias("c_value"),
+                    F.when(done, nx["error"]).alias("error"),
+                    *(["reset"] if resets else [])))
 
 
 _FLAT_COLS = ("process", "actor", "f", "i_index", "i_time", "i_value", "c_index", "c_time",
               "c_type", "c_value", "error")
 
 
-def _flats(rows: Iterable[Any]) -> Iterator[Flat]:
+_NULLABLE_LONGS = ("process", "c_index", "c_time")
+_NULL_LONG = -(2**63)
+
+
+def _flats(rows: Iterable[Any], _nan_free: bool = False) -> Iterator[Flat]:
+    """Flat operations from rows of ``_FLAT_COLS`` (Spark rows, or with ``_nan_free``
+    pandas tuples: numpy integers, ``_NULL_LONG`` for a missing number)."""
+    if _nan_free:
+        rows = (tuple(_plain(x) for x in r) for r in rows)
     for r in rows:
         p = r[0] if r[0] is not None else r[1]
         yield Flat(p, r[2], r[3], r[4], decode_value(r[5]), r[6], r[7], r[8],
                    decode_value(r[9]), r[10])
+
+
+def _plain(x: Any) -> Any:
+    """A pandas cell as a plain Python value."""
+    if x is None or isinstance(x, str):
+        return x
+    if hasattr(x, "__index__"):
+        x = int(x)
+        return None if x == _NULL_LONG else x
+    return x
 
 
 def _counts_and_grid(paired) -> tuple[dict[str, dict[str, int]], int, int]:
@@ -337,40 +417,27 @@ def by_key(frame, to_records, analyse, partitions: int) -> list[Any]:
 def spark_check_queue(spark, source, sub_via: str | None = None,
                       max_examples: int = queue.DEFAULT_MAX_EXAMPLES,
                       partitions: int | None = None) -> dict[str, Any]:
-    """The queue checker on Spark; returns what ``queue.check_queue`` returns."""
-    from pyspark.sql import functions as F
+    """The queue checker on Spark; returns what ``queue.check_queue`` returns.
+
+    The analysis is a Spark SQL plan (``jepsen.checkers.spark_queue``); the driver
+    receives counts, statistics and the operations named by at most ``max_examples``
+    anomalies of each type.  ``partitions``: how many partitions the keyed rows get
+    (the default parallelism by default).
+    """
+    from jepsen.checkers import spark_queue
 
     df = history_frame(spark, source)
-    paired = paired_frame(df).persist()
+    paired = paired_frame(df, queue.RESET_FS).persist()
     try:
         with phase(spark, "queue: pair operations, count"):
             counts, t0, bucket_ns = _counts_and_grid(paired)
-        resets: dict[Any, list[int]] = {}
-        subs = set()
-        with phase(spark, "queue: collect assignments"):
-            resets_rows = (paired.filter(F.col("f").isin(*queue.RESET_FS))
-                           .select("process", "actor", "i_index", "f").collect())
-        for r in resets_rows:
-            resets.setdefault(r[0] if r[0] is not None else r[1], []).append(int(r[2]))
-            subs.add(r[3])
-        for v in resets.values():
-            v.sort()
         if sub_via is None:
-            sub_via = "subscribe" if "subscribe" in subs else (
-                "assign" if "assign" in subs else None)
-        n = partitions or spark.sparkContext.defaultParallelism
-        resets_b = spark.sparkContext.broadcast(resets)
-
-        def analyse(key, recs):
-            nsend = len(queue.SendRec._fields)
-            sends = [queue.SendRec._make(r) for r in recs if len(r) == nsend]
-            polls = [queue.PollRec._make(r) for r in recs if len(r) != nsend]
-            return queue.check_partition(key, sends, polls, resets_b.value, t0, bucket_ns)
-
-        with phase(spark, "queue: analyse partitions"):
-            parts = by_key(paired.filter(F.col("f").isin("send", "poll")),
-                           queue.records_of, analyse, n)
-        result = queue.merge_parts(parts, t0, bucket_ns, sub_via, max_examples)
+            sub_via = "subscribe" if "subscribe" in counts else (
+                "assign" if "assign" in counts else None)
+        with phase(spark, "queue: find anomalies"):
+            n = partitions or max(2, spark.sparkContext.defaultParallelism)
+            result = spark_queue.check(spark, paired, t0, bucket_ns, sub_via, max_examples,
+                                       lambda idx: flats_at(spark, paired, idx), n)
         with phase(spark, "queue: latency, throughput"):
             result["stats"] = spark_stats(paired, t0, bucket_ns, counts)
     finally:
@@ -378,26 +445,55 @@ def spark_check_queue(spark, source, sub_via: str | None = None,
     return {"checker": "queue", **result}
 
 
+def flats_at(spark, paired, indexes: list[int]) -> list[Flat]:
+    """The flat operations invoked at ``indexes`` (a broadcast join; few indexes)."""
+    from pyspark.sql import functions as F
+
+    if not indexes:
+        return []
+    want = spark.createDataFrame([(i,) for i in indexes], "i_index long")
+    rows = paired.join(F.broadcast(want), "i_index").select(*_FLAT_COLS).collect()
+    return list(_flats(rows))
+
+
 def spark_check_linearizable(spark, source, model: str | linear.Model = "cas-register",
                              keyed: bool = True, budget: int = linear.DEFAULT_BUDGET,
                              max_examples: int = 100,
                              partitions: int | None = None) -> dict[str, Any]:
-    """The linearizability checker on Spark: one task per group of keys."""
+    """The linearizability checker on Spark: the JVM pairs the operations and groups
+    them by bucket of keys; one ``applyInPandas`` call per bucket (an Arrow batch in)
+    splits it by key and runs the search per key, returning one pickled ``check_key``
+    result per key.  Buckets, not keys, are the groups: a pandas group costs
+    milliseconds, and a history may have many thousand small keys.
+
+    ``partitions``: how many buckets (four per default parallelism by default).
+    """
+    import pickle
+
     from pyspark.sql import functions as F
 
     m = linear.model_named(model)
     df = history_frame(spark, source)
-    n = partitions or spark.sparkContext.defaultParallelism
+    buckets = partitions or 4 * max(1, spark.sparkContext.defaultParallelism)
+    group = F.col("key") if keyed else F.lit("")
+    # nullable longs travel as a sentinel: pandas would make them lossy floats
+    cols = [F.coalesce(F.col(c), F.lit(_NULL_LONG)).alias(c) if c in _NULLABLE_LONGS
+            else F.col(c) for c in _FLAT_COLS]
+    ops = (paired_frame(df).filter(F.col("f").isin(*m.fs) & (F.col("c_type") != "fail"))
+           .select(F.pmod(F.hash(group), F.lit(buckets)).alias("b"), *cols))
 
-    def records(fl):
-        r = linear.lin_record(m, fl, keyed)
-        if r is not None:
-            yield r
+    def analyse(pdf):
+        import pandas as pd
 
-    def analyse(key, ops):
-        return linear.check_key(m, key, [linear.LinOp._make(o) for o in ops], budget)
+        keys: dict[Any, list] = {}
+        for fl in _flats(pdf[list(_FLAT_COLS)].itertuples(index=False, name=None),
+                         _nan_free=True):
+            r = linear.lin_record(m, fl, keyed)
+            if r is not None:
+                keys.setdefault(r[0], []).append(r[1])
+        out = [pickle.dumps(linear.check_key(m, k, v, budget)) for k, v in keys.items()]
+        return pd.DataFrame({"result": pd.Series(out, dtype=object)})
 
     with phase(spark, f"linearizable: search keys ({m.name})"):
-        results = by_key(paired_frame(df).filter(F.col("f").isin(*m.fs)), records, analyse,
-                         n)
-    return linear.merge_keys(m, results, max_examples)
+        rows = ops.groupBy("b").applyInPandas(analyse, "result binary").collect()
+    return linear.merge_keys(m, (pickle.loads(r[0]) for r in rows), max_examples)

@@ -9,6 +9,8 @@ operations take effect or not at random, as in a real run.
 from __future__ import annotations
 
 import random
+from array import array
+from collections.abc import Iterator
 from typing import Any
 
 from jepsen.history import FAIL, INFO, INVOKE, NEMESIS, OK, Op
@@ -17,25 +19,45 @@ _TICK_NS = 1_000_000
 
 
 class Recorder:
-    """Appends the records of a synthetic history, each a random 1 ns..2 ms after the last."""
+    """Numbers and times records (each a random 1 ns..2 ms after the last); ``ops`` holds
+    those not yet taken by ``drain``."""
 
     def __init__(self, rng: random.Random) -> None:
         self.ops: list[Op] = []
+        self.n = 0
         self.now = 0
         self.rng = rng
 
     def add(self, type_: str, process: Any, f: str, value: Any, error: str | None = None):
         self.now += self.rng.randint(1, 2 * _TICK_NS)
-        self.ops.append(Op(len(self.ops), self.now, type_, process, f, value, error))
+        self.ops.append(Op(self.n, self.now, type_, process, f, value, error))
+        self.n += 1
+
+    def drain(self) -> list[Op]:
+        out, self.ops = self.ops, []
+        return out
 
 
 def queue_history(n_ops: int, partitions: int = 8, producers: int = 6, consumers: int = 4,
                   seed: int = 0, info_rate: float = 0.01, fail_rate: float = 0.01,
                   max_poll: int = 10, nemesis_every: int = 5000) -> list[Op]:
     """A clean queue history of about ``n_ops`` records (sends, polls, a final drain)."""
+    out: list[Op] = []
+    for chunk in iter_queue_history(n_ops, partitions, producers, consumers, seed, info_rate,
+                                    fail_rate, max_poll, nemesis_every):
+        out.extend(chunk)
+    return out
+
+
+def iter_queue_history(n_ops: int, partitions: int = 8, producers: int = 6,
+                       consumers: int = 4, seed: int = 0, info_rate: float = 0.01,
+                       fail_rate: float = 0.01, max_poll: int = 10,
+                       nemesis_every: int = 5000, chunk: int = 100_000) -> Iterator[list[Op]]:
+    """``queue_history`` in chunks of about ``chunk`` records, for histories too large to
+    hold: only the partitions' logs (machine integers) stay in memory."""
     rng = random.Random(seed)
     rec = Recorder(rng)
-    logs: list[list[Any]] = [[] for _ in range(partitions)]
+    logs = [array("q") for _ in range(partitions)]
     nproc = producers + consumers
     pid = list(range(nproc))  # current process id per client slot
     inflight: dict[int, tuple] = {}
@@ -47,8 +69,10 @@ def queue_history(n_ops: int, partitions: int = 8, producers: int = 6, consumers
         rec.add(OK, pid[c], "assign", keys)
         pos[c] = {k: 0 for k in keys}
     nemesis_on = False
-    while len(rec.ops) < n_ops:
-        if nemesis_every and len(rec.ops) % nemesis_every == 0:
+    while rec.n < n_ops:
+        if len(rec.ops) >= chunk:
+            yield rec.drain()
+        if nemesis_every and rec.n % nemesis_every == 0:
             f = "stop-kill" if nemesis_on else "start-kill"
             rec.add(INVOKE, NEMESIS, f, None)
             rec.add(INFO, NEMESIS, f, ["n1"])
@@ -90,7 +114,7 @@ def queue_history(n_ops: int, partitions: int = 8, producers: int = 6, consumers
     for c, op in inflight.items():  # producers cut off by the end of the test
         if op[0] == "send":
             rec.add(INFO, pid[c], "send", [op[1], op[2]], "test ended")
-    return rec.ops
+    yield rec.drain()
 
 
 def _poll(logs, positions: dict[int, int], max_poll: int) -> dict[int, list]:
