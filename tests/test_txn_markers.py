@@ -180,9 +180,10 @@ async def test_list_offsets_latest_is_the_lso_for_read_committed(single):
             {"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}]}]}
         return dp.list_offsets(body, 5)["topics"][0]["partitions"][0]["offset"]
     assert (latest(0), latest(1)) == (2, 0)
-    # Searches by timestamp (0: the first record; -3: the max timestamp) stop there too.
+    # Searches by timestamp (0: the first record; -3: the first record carrying the max
+    # timestamp, both records here) stop there too.
     assert (latest(0, 0), latest(1, 0)) == (0, -1)
-    assert (latest(0, -3), latest(1, -3)) == (1, -1)
+    assert (latest(0, -3), latest(1, -3)) == (0, -1)
     await write(writer, markers_body(True))
     assert (latest(0), latest(1)) == (3, 3)
     assert latest(1, 0) == 0

@@ -328,9 +328,11 @@ def _flats(rows: Iterable[Any], _nan_free: bool = False) -> Iterator[Flat]:
 
 
 def _plain(x: Any) -> Any:
-    """A pandas cell as a plain Python value."""
+    """A pandas cell as a plain Python value (a missing string is NaN in pandas 3)."""
     if x is None or isinstance(x, str):
         return x
+    if isinstance(x, float) and x != x:
+        return None
     if hasattr(x, "__index__"):
         x = int(x)
         return None if x == _NULL_LONG else x
