@@ -163,6 +163,10 @@ class TestOptions:
                 + (f"-{self.hosts}" if self.hosts != "local" else "")
                 + ("-unsafe" if self.unsafe else ""))
 
+    def unsafe_switch(self) -> str:
+        """What ``--unsafe`` turns on: each workload's guarantee has its own switch."""
+        return UNSAFE_SWITCHES.get(self.workload, "kraft.unsafe.ack.before.replication")
+
     def cluster_overrides(self) -> dict[str, str]:
         if self.engine not in ENGINES:
             raise RunError(f"unknown engine {self.engine!r} (one of {', '.join(ENGINES)})")
@@ -172,8 +176,8 @@ class TestOptions:
         o["controller.quorum.engine"] = self.engine
         if self.engine == "pysyncobj":
             o["controller.quorum.pysyncobj.password"] = secrets.token_hex(12)
-        if self.unsafe:  # each workload's guarantee has its own deliberately unsafe switch
-            o[UNSAFE_SWITCHES.get(self.workload, "kraft.unsafe.ack.before.replication")] = "true"
+        if self.unsafe:
+            o[self.unsafe_switch()] = "true"
         o.update(self.overrides)
         return o
 
@@ -400,7 +404,7 @@ def run_test(opts: TestOptions, spark: Any = None) -> RunResult:
     try:
         cluster = configure_kraft(hosts, run_dir, overrides=opts.cluster_overrides())
         say(f"cluster: {opts.nodes} nodes ({opts.hosts}), engine {opts.engine}"
-            + (", UNSAFE acks" if opts.unsafe else "") + f", {cluster.bootstrap_servers}")
+            + (f", UNSAFE: {opts.unsafe_switch()}" if opts.unsafe else "") + f", {cluster.bootstrap_servers}")
         hosts.start_all()
         marks = wait_ready(hosts, cluster, workload.topics(), rf, min_isr,
                            opts.startup_timeout_s)
