@@ -30,7 +30,8 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "AlterConfigs": (0, 2), "IncrementalAlterConfigs": (0, 1), "InitProducerId": (0, 5), "DescribeCluster": (0, 1),
     "DescribeQuorum": (0, 2), "DescribeLogDirs": (0, 4), "WriteTxnMarkers": (0, 1), "DescribeProducers": (0, 0),
 }
-FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "DescribeQuorum"}
+FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "AlterConfigs",
+             "DescribeQuorum"}
 # Answered before the broker is ready: clients send it first, and it tells only what this
 # broker speaks, which is true from the start.  Everything else waits for readiness.
 ANSWERED_BEFORE_READY = frozenset({"ApiVersions"})
@@ -100,8 +101,6 @@ class BrokerApi:
             return await self.forward(api, version, body)
         if api == "DescribeConfigs":
             return self.describe_configs(body)
-        if api == "AlterConfigs":
-            return await self.alter_configs(body)
         if api == "DescribeCluster":
             return self.describe_cluster(body)
         if api == "DescribeLogDirs":
@@ -273,22 +272,6 @@ class BrokerApi:
             results.append(describe_resource(self.config, self.metadata.image, res))
         return {"results": results}
 
-    async def alter_configs(self, body: dict) -> dict:
-        """The legacy AlterConfigs (kafka-python's ``alter_configs``): the request names a
-        resource's whole dynamic config, so keys it leaves out are deleted.  Sent to the
-        controller as the IncrementalAlterConfigs that does exactly that."""
-        resources = []
-        for res in body["resources"]:
-            given = {c["name"]: c["value"] for c in res["configs"]}
-            current = self.metadata.image.config(res["resource_type"], res["resource_name"])
-            ops = [{"name": k, "config_operation": 0, "value": v} for k, v in given.items()]
-            ops += [{"name": k, "config_operation": 1, "value": None} for k in sorted(current) if k not in given]
-            resources.append({"resource_type": res["resource_type"], "resource_name": res["resource_name"],
-                              "configs": ops})
-        answer = await self.forward("IncrementalAlterConfigs", 0, {
-            "resources": resources, "validate_only": body["validate_only"]})
-        return {"throttle_time_ms": 0, "responses": answer["responses"]}
-
     # ------------------------------------------------------------------ forwarding
 
     async def forward(self, api: str, version: int, body: dict) -> dict:
@@ -340,7 +323,7 @@ def _forward_error(api: str, body: dict, version: int) -> dict:
         out["results"] = [{"name": t["name"], "error_code": code} for t in body["topics"]]
     elif api == "DescribeQuorum":
         out["error_code"] = code
-    elif api == "IncrementalAlterConfigs":
+    elif api in ("IncrementalAlterConfigs", "AlterConfigs"):
         out["responses"] = [{"error_code": code, "resource_type": r["resource_type"],
                              "resource_name": r["resource_name"]} for r in body["resources"]]
     return out

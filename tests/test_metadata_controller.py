@@ -509,6 +509,7 @@ def test_unregister_broker():
     ("DeleteTopics", {"topic_names": ["x"]}),
     ("CreatePartitions", {"topics": [{"name": "x", "count": 2}]}),
     ("IncrementalAlterConfigs", {"resources": [{"resource_type": 2, "resource_name": "x"}]}),
+    ("AlterConfigs", {"resources": [{"resource_type": 2, "resource_name": "x"}]}),
     ("UnregisterBroker", {"broker_id": 1}),
 ])
 def test_not_controller_responses_fit_the_schemas(api, body):

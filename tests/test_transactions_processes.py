@@ -211,6 +211,61 @@ def test_consume_transform_produce_is_exactly_once(cluster):
     assert (len(out), repeated[:5], missing[:5]) == (1000, [], [])  # each record exactly once
 
 
+def test_the_next_transaction_waits_for_the_last_ones_markers_instead_of_failing(cluster):
+    """EndTxn(commit) is answered once PrepareCommit is durable, before the markers are out.
+    A producer's next AddPartitionsToTxn, sent at once, must wait for them rather than get
+    CONCURRENT_TRANSACTIONS: while its retry is in flight, librdkafka's abort_transaction sends
+    EndTxn(abort), which then found the old PrepareCommit and got INVALID_TXN_STATE (fatal;
+    seen in test_consume_transform_produce_is_exactly_once under load)."""
+    import trio
+
+    from kraft.client import KafkaClient
+    from kraft.trio_run import run_trio
+
+    create_topic(cluster.bootstrap_servers, "next", partitions=3)
+    b = next(b for b in cluster.brokers if b.running)
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            client = KafkaClient(nursery, connect_timeout_s=10)
+
+            async def call(host, port, api, version, body):
+                return await client.request(host, port, api, version, body, timeout_s=30)
+
+            while True:
+                find = await call(b.host, b.broker_port, "FindCoordinator", 4,
+                                  {"key_type": 1, "coordinator_keys": ["next-1"]})
+                coordinator = find["coordinators"][0]
+                if coordinator["error_code"] == 0:
+                    break
+                await trio.sleep(0.2)
+            at = (coordinator["host"], coordinator["port"])
+            while True:
+                init = await call(*at, "InitProducerId", 4, {"transactional_id": "next-1",
+                                  "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1})
+                if init["error_code"] == 0:
+                    break
+                await trio.sleep(0.2)
+            ids = {"v3_and_below_transactional_id": "next-1", "v3_and_below_producer_id": init["producer_id"],
+                   "v3_and_below_producer_epoch": init["producer_epoch"]}
+            answers = []
+            for round_ in range(20):
+                added = await call(*at, "AddPartitionsToTxn", 3, {**ids, "v3_and_below_topics": [
+                    {"name": "next", "partitions": [0, 1, 2]}]})
+                codes = sorted({p["partition_error_code"] for t in added["results_by_topic_v3_and_below"]
+                                for p in t["results_by_partition"]})
+                ended = await call(*at, "EndTxn", 3, {"transactional_id": "next-1", "producer_id": init["producer_id"],
+                                                      "producer_epoch": init["producer_epoch"],
+                                                      "committed": round_ % 2 == 0})
+                answers.append((codes, ended["error_code"]))
+            await client.aclose()
+            nursery.cancel_scope.cancel()
+            return answers
+
+    # every AddPartitionsToTxn and EndTxn answered NONE, none CONCURRENT_TRANSACTIONS (51)
+    assert run_trio(main) == [([0], 0)] * 20
+
+
 def test_second_producer_with_the_same_id_fences_the_first(cluster):
     from confluent_kafka import KafkaException
 

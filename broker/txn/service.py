@@ -7,6 +7,18 @@ holds the transitions in the order the core made them) and committed (acks=all),
 to the core, and the markers that follow are given to the marker channel.  A write that does
 not answer a request (a coordinator-side abort, a Complete state, an expiry) runs in the
 background.
+
+A request that finds its id completing (markers being written, a write in flight) waits for
+the id's next state, up to ``COMPLETING_WAIT_S``, before it is answered
+CONCURRENT_TRANSACTIONS: EndTxn(commit) is answered once PrepareCommit is durable, so a
+producer's next AddPartitionsToTxn usually arrives while the markers are still going out.
+Answering it CONCURRENT_TRANSACTIONS at once opens a race librdkafka loses: if the
+application aborts while the retry is in flight, librdkafka sends EndTxn(abort), which then
+finds the previous transaction's PrepareCommit or CompleteCommit and gets INVALID_TXN_STATE, a
+fatal error for the producer.  The connection's requests are handled one after another, so
+while the AddPartitionsToTxn waits, the EndTxn behind it waits too and then finds the new
+transaction Ongoing.  (Kafka answers at once; its markers are usually written before the
+retry, so the race is rare there but not absent.)
 """
 
 from __future__ import annotations
@@ -34,6 +46,9 @@ TXN_API_VERSIONS: dict[str, tuple[int, int]] = {
 }
 # Request versions before KIP-588 know no PRODUCER_FENCED: they get INVALID_PRODUCER_EPOCH.
 COMPLETE_RETRY_BACKOFF_S = 0.5
+# How long a request waits for its id's completing transaction before CONCURRENT_TRANSACTIONS
+# (well inside the clients' request timeouts: 30 s in Kafka's, librdkafka's and kafka-python's).
+COMPLETING_WAIT_S = 5.0
 FENCED_SINCE = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffsetsToTxn": 2, "EndTxn": 2}
 
 
@@ -87,6 +102,7 @@ class TransactionService:
         self._load_send, self._load_recv = trio.open_memory_channel(math.inf)
         # (async function, argument): the writes and completions that outlive a request
         self._background_send, self._background_recv = trio.open_memory_channel(math.inf)
+        self._state_changes: dict[str, trio.Event] = {}  # id -> set when its state changes next
 
     def partition_for(self, transactional_id: str) -> int:
         return self.core.partition_of(transactional_id)
@@ -102,6 +118,8 @@ class TransactionService:
 
     def on_resign(self, partition: int) -> None:
         self.core.unload(partition)
+        for txn_id in [t for t in self._state_changes if self.core.partition_of(t) == partition]:
+            self._changed(txn_id)  # waiting requests learn NOT_COORDINATOR now
 
     async def load_partition(self, partition: int, epoch: int) -> None:
         records = []
@@ -160,6 +178,7 @@ class TransactionService:
             return result
         error = await self._append(result.write)
         done = self.core.write_done(result.write, error, self.clock())
+        self._changed(result.write.transactional_id)
         for job in done.markers:
             self.markers.send(job)
         return done
@@ -196,6 +215,25 @@ class TransactionService:
     def _job_is_current(self, job: MarkerJob) -> bool:
         return self.core.owned.get(self.core.partition_of(job.transactional_id)) == job.coordinator_epoch
 
+    def _changed(self, txn_id: str) -> None:
+        if (event := self._state_changes.pop(txn_id, None)) is not None:
+            event.set()
+
+    async def _settled(self, txn_id: str, decide: Callable[[], Result]) -> Result:
+        """``decide()`` (a core request), again each time the id's state changes while its
+        answer is CONCURRENT_TRANSACTIONS with nothing to write, for up to
+        ``COMPLETING_WAIT_S`` (see the module's docstring)."""
+        deadline = trio.current_time() + COMPLETING_WAIT_S
+        while True:
+            result = decide()
+            if result.error != ErrorCode.CONCURRENT_TRANSACTIONS or result.write is not None or result.markers:
+                return result
+            changed = self._state_changes.setdefault(txn_id, trio.Event())
+            with trio.move_on_at(deadline):
+                await changed.wait()
+                continue
+            return result
+
     async def _answer(self, result: Result) -> Result:
         """The result a request is answered with: after its write, or at once (a write that
         does not answer it goes on in the background).  The write itself always runs in the
@@ -223,13 +261,18 @@ class TransactionService:
         expected = (body.get("producer_id", -1), body.get("producer_epoch", -1)) if version >= 3 else None
         error = self.core.coordinator_error(txn_id) if txn_id else ErrorCode.INVALID_REQUEST
         if error == ErrorCode.NONE:
+            def decide() -> Result:
+                try:
+                    return self.core.init_producer_id(txn_id, body["transaction_timeout_ms"], self.clock(), expected)
+                except IndexError:  # another request took the last id of the block meanwhile
+                    return Result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
             try:
                 await self.producer_ids.ensure_available()
-                result = self.core.init_producer_id(txn_id, body["transaction_timeout_ms"], self.clock(), expected)
             except ProducerIdError:
                 result = Result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-            except IndexError:  # another request took the last id of the block meanwhile
-                result = Result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            else:
+                result = await self._settled(txn_id, decide)
             result = await self._answer(result)
         else:
             result = Result(error)
@@ -242,14 +285,14 @@ class TransactionService:
             return await self.add_partitions_to_txn(body, version)
         if api == "AddOffsetsToTxn":
             partition = offsets_partition_for(body["group_id"], self.offsets_partitions)
-            result = await self._answer(self.core.add_partitions(
+            result = await self._answer(await self._settled(body["transactional_id"], lambda: self.core.add_partitions(
                 body["transactional_id"], body["producer_id"], body["producer_epoch"],
-                {(OFFSETS_TOPIC, partition)}, self.clock()))
+                {(OFFSETS_TOPIC, partition)}, self.clock())))
             return {"throttle_time_ms": 0, "error_code": client_error(api, version, result.error)}
         if api == "EndTxn":
-            result = await self._answer(self.core.end_txn(
+            result = await self._answer(await self._settled(body["transactional_id"], lambda: self.core.end_txn(
                 body["transactional_id"], body["producer_id"], body["producer_epoch"], body["committed"],
-                self.clock()))
+                self.clock())))
             return {"throttle_time_ms": 0, "error_code": client_error(api, version, result.error)}
         if api == "DescribeTransactions":
             return {"throttle_time_ms": 0,
@@ -287,7 +330,8 @@ class TransactionService:
         elif verify_only:
             codes = self._verify(txn_id, pid, epoch, wanted)
         else:
-            result = await self._answer(self.core.add_partitions(txn_id, pid, epoch, set(wanted), self.clock()))
+            result = await self._answer(await self._settled(
+                txn_id, lambda: self.core.add_partitions(txn_id, pid, epoch, set(wanted), self.clock())))
             codes = dict.fromkeys(wanted, client_error("AddPartitionsToTxn", version, result.error))
         by_topic: dict[str, list[dict]] = {}
         for (t, p), code in codes.items():

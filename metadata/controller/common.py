@@ -136,7 +136,7 @@ def error_response(api: str, body: dict, code: ErrorCode, message: str | None = 
         return {"results": [
             {"name": t["name"], "error_code": code, "error_message": message} for t in body["topics"]
         ]}
-    if api == "IncrementalAlterConfigs":
+    if api in ("IncrementalAlterConfigs", "AlterConfigs"):
         return {"responses": [
             {"error_code": code, "error_message": message, "resource_type": r["resource_type"],
              "resource_name": r["resource_name"]}

@@ -1,8 +1,12 @@
-"""Configuration control: IncrementalAlterConfigs on topics and brokers.
+"""Configuration control: IncrementalAlterConfigs and the legacy AlterConfigs on topics and
+brokers.
 
 Operations (Kafka's AlterConfigOp): SET a value, DELETE a key (back to its default),
 APPEND to / SUBTRACT from a list-typed value.  Each changed key becomes a ConfigRecord
-(a null value deletes).  Resources succeed or fail one by one.
+(a null value deletes).  Resources succeed or fail one by one.  The legacy AlterConfigs names
+a resource's whole dynamic config: it is the SETs it names plus a DELETE of every other key,
+worked out here against the controller's own image (a broker's copy may lag behind a change
+just made, whose key would then survive the replace).
 """
 
 from __future__ import annotations
@@ -39,6 +43,17 @@ def incremental_alter_configs(ctl: "QuorumController", txn: Txn, version: int, r
         if not req["validate_only"]:
             txn.add(*records)
     return {"throttle_time_ms": 0, "responses": out}
+
+
+def alter_configs(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_ms: int) -> dict:
+    resources = []
+    for r in req["resources"]:
+        given = [{"name": c["name"], "config_operation": SET, "value": c["value"]} for c in r["configs"]]
+        named = {c["name"] for c in r["configs"]}
+        current = txn.image.config(r["resource_type"], r["resource_name"])
+        dropped = [{"name": k, "config_operation": DELETE, "value": None} for k in sorted(current) if k not in named]
+        resources.append({**r, "configs": given + dropped})
+    return incremental_alter_configs(ctl, txn, version, {**req, "resources": resources}, now_ms)
 
 
 def _table_for(image: MetadataImage, resource_type: int, name: str) -> dict:

@@ -56,6 +56,7 @@ HANDLERS: dict[str, Handler] = {
     "AlterPartition": partitions.alter_partition,
     "ElectLeaders": partitions.elect_leaders,
     "IncrementalAlterConfigs": config_control.incremental_alter_configs,
+    "AlterConfigs": config_control.alter_configs,
 }
 
 
