@@ -293,6 +293,13 @@ class TransactionService:
             result = await self._answer(await self._settled(body["transactional_id"], lambda: self.core.end_txn(
                 body["transactional_id"], body["producer_id"], body["producer_epoch"], body["committed"],
                 self.clock())))
+            if result.error == ErrorCode.INVALID_TXN_STATE:
+                # As Kafka logs an invalid transition: librdkafka makes it fatal for the producer,
+                # and the question after a fault run is which state the EndTxn found.
+                meta = self.core.txns.get(body["transactional_id"])
+                log.info("broker %s: EndTxn(%s) of %r (producer %d epoch %d) found it %s: INVALID_TXN_STATE",
+                         self.broker_id, "commit" if body["committed"] else "abort", body["transactional_id"],
+                         body["producer_id"], body["producer_epoch"], meta.state.kafka_name if meta else "unknown")
             return {"throttle_time_ms": 0, "error_code": client_error(api, version, result.error)}
         if api == "DescribeTransactions":
             return {"throttle_time_ms": 0,

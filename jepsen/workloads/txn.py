@@ -104,7 +104,7 @@ class TxnClient:
             "acks": "all", "enable.idempotence": True, "linger.ms": 0,
             "transaction.timeout.ms": max(10_000, 2 * ms), "message.timeout.ms": ms,
             "request.timeout.ms": ms, "socket.timeout.ms": ms, "log_level": 0,
-            "retry.backoff.ms": 50,
+            "retry.backoff.ms": 50, **_librdkafka_debug(),
         })
         self.consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": f"{TOPIC_PREFIX}-{process}",
