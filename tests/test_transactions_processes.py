@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from cluster_helpers import fast_overrides, request, start_cluster, wait_until
+from cluster_helpers import active_controller, fast_overrides, request, start_cluster, wait_until
 from kraft.local_cluster import LocalCluster
 
 OVERRIDES = dict(group_initial_rebalance_delay_ms=0,
@@ -510,3 +510,51 @@ def test_kafka_transactions_tool_and_java_transactional_producer(cluster):
     assert len(consume(bootstrap, "jt-perf", "read_committed", expect=2000)) == 2000
     (perf_state,) = tool("describe", "--transactional-id", "jt-perf-1")
     assert perf_state[4] == "CompleteCommit"
+
+
+def test_a_commit_whose_partition_leader_is_paused_completes_once_the_leader_is_replaced(tmp_path):
+    """A partition leader of the transaction is SIGSTOPped just before the commit.  The
+    controller fences it after broker.session.timeout.ms (3 s) and elects another leader; the
+    markers must follow at once, not after the 30 s WriteTxnMarkers request timeout, since
+    until they are written the producer cannot start its next transaction.
+    (``__transaction_state`` has one replica here, so the commit is durable at once and the
+    markers leave while the paused node still leads.)"""
+    cluster = start_cluster(LocalCluster(tmp_path, controllers=3, brokers=0, overrides=fast_overrides(
+        **OVERRIDES, transaction_state_log_replication_factor=1, transaction_state_log_min_isr=1)))
+    paused = None
+    try:
+        bootstrap = cluster.bootstrap_servers
+        create_topic(bootstrap, "paused", partitions=3)
+        producer = txn_producer(bootstrap, "paused-1")
+        coordinator_id, _ = describe(cluster, "paused-1")
+        controller = active_controller(cluster)[0]
+        leaders = {p: describe_leader(cluster, "paused", p) for p in range(3)}
+        others = [p for p, leader in leaders.items() if leader != coordinator_id]
+        partition = next((p for p in others if leaders[p] != controller), others[0])
+        coordinator = cluster.nodes[coordinator_id]
+
+        def state():
+            resp = request(coordinator.host, coordinator.broker_port, "DescribeTransactions", 0,
+                           {"transactional_ids": ["paused-1"]})
+            return resp["transaction_states"][0]["transaction_state"]
+
+        producer.begin_transaction()
+        producer.produce("paused", value=b"kept", partition=partition)
+        assert producer.flush(30) == 0
+        paused = cluster.nodes[leaders[partition]]
+        paused.process.send_signal(signal.SIGSTOP)
+        producer.commit_transaction(60)
+        committed_at = time.monotonic()
+        wait_until(lambda: state() == "CompleteCommit", timeout_s=60, interval_s=0.2, what="CompleteCommit")
+        took = time.monotonic() - committed_at
+        assert took < 15, f"the markers took {took:.1f}s to reach the new leader"
+        # the next transaction goes ahead while the old leader is still paused
+        live = next(p for p, leader in leaders.items() if leader != paused.node_id)
+        producer.begin_transaction()
+        producer.produce("paused", value=b"next", partition=live)
+        producer.commit_transaction(60)
+        print(f"CompleteCommit {took:.1f}s after the commit returned")
+    finally:
+        if paused is not None:
+            paused.process.send_signal(signal.SIGCONT)
+        _kill_all(cluster)

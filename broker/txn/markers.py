@@ -10,6 +10,11 @@ written; a partition whose topic was deleted needs no marker.  When a job's last
 is written, ``on_done(job)`` is called (the coordinator then writes the Complete state).
 A job whose coordinator lost its ``__transaction_state`` partition is dropped
 (``is_current``): the new coordinator sends the markers again after loading.
+
+A request in flight is abandoned (its connection dropped) as soon as the metadata says its
+broker leads none of its partitions any more: a paused or partitioned leader would otherwise
+hold the markers, and with them the producer's next transaction, for the whole request
+timeout after the controller replaced it.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ log = logging.getLogger(__name__)
 
 WRITE_TXN_MARKERS_VERSION = 1
 REQUEST_TIMEOUT_S = 30.0
+LEADERSHIP_CHECK_S = 0.25  # how often a request in flight asks whether its broker still leads
 
 
 class MarkerChannel:
@@ -139,11 +145,9 @@ class MarkerChannel:
             self._retry_later(items)
             return
         body = {"markers": [_marker(job, tps) for job, tps in batch.items()]}
-        try:
-            resp = await self.client.request(address[0], address[1], "WriteTxnMarkers", WRITE_TXN_MARKERS_VERSION,
-                                             body, timeout_s=REQUEST_TIMEOUT_S)
-        except NodeUnavailable as exc:
-            log.info("WriteTxnMarkers to broker %d failed: %s; retrying", broker_id, exc)
+        resp = await self._request_while_leading(broker_id, address, body, items)
+        if not isinstance(resp, dict):
+            log.info("WriteTxnMarkers to broker %d failed: %s; retrying", broker_id, resp)
             await trio.sleep(self.retry_backoff_s)
             self._retry_later(items)
             return
@@ -169,6 +173,45 @@ class MarkerChannel:
         if retry:
             await trio.sleep(self.retry_backoff_s)
             self._retry_later(retry)
+
+
+    async def _request_while_leading(self, broker_id: int, address: tuple[str, int], body: dict,
+                                     items) -> dict | str:
+        """The WriteTxnMarkers answer, or why there is none (the request failed, or was
+        abandoned because ``broker_id`` leads none of ``items`` any more)."""
+        outcome: dict | str = "abandoned"
+        async with trio.open_nursery() as nursery:
+            async def request() -> None:
+                nonlocal outcome
+                try:
+                    outcome = await self.client.request(address[0], address[1], "WriteTxnMarkers",
+                                                        WRITE_TXN_MARKERS_VERSION, body, timeout_s=REQUEST_TIMEOUT_S)
+                except NodeUnavailable as exc:
+                    outcome = str(exc)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(request)
+            while True:
+                await trio.sleep(LEADERSHIP_CHECK_S)
+                if not self._leads_any(broker_id, items):
+                    outcome = "abandoned: the broker no longer leads any of its partitions"
+                    nursery.cancel_scope.cancel()
+                    # a frame may be half sent, and the answer is of no use: a new connection
+                    self.client.disconnect(*address)
+                    break
+        return outcome
+
+    def _leads_any(self, broker_id: int, items) -> bool:
+        image = self.image()
+        broker = image.broker(broker_id)
+        if broker is None or broker.fenced:
+            return False
+        for _job, (name, index) in items:
+            topic = image.topic(name)
+            reg = topic.partitions.get(index) if topic is not None else None
+            if reg is not None and reg.leader == broker_id:
+                return True
+        return False
 
 
 def _marker(job: MarkerJob, tps: list[tuple[str, int]]) -> dict:
