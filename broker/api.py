@@ -114,9 +114,42 @@ class BrokerApi:
             return self.coordinators.find(body, version, self._endpoint)
         if self.transactions is not None and api in self.transactions.apis:
             return await self.transactions.handle(api, version, body)
+        if self.groups is not None and api in ("OffsetCommit", "TxnOffsetCommit"):
+            return await self._commit_offsets(api, version, body, request.header.client_id)
         if self.groups is not None and api in self.supported_names:
             return await self.groups.handle(api, version, body, client_id=request.header.client_id)
         raise AssertionError(f"{api} is advertised but has no handler")
+
+    async def _commit_offsets(self, api: str, version: int, body: dict, client_id: str | None) -> dict:
+        """(Txn)OffsetCommit: as Kafka, an offset for a partition that does not exist is
+        refused (UNKNOWN_TOPIC_OR_PARTITION) before the group coordinator sees the request,
+        and the others are committed."""
+        image = self.metadata.image
+
+        def exists(name: str, index: int) -> bool:
+            topic = image.topic(name)
+            return topic is not None and index in topic.partitions
+
+        unknown = {(t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]
+                   if not exists(t["name"], p["partition_index"])}
+        if not unknown:
+            return await self.groups.handle(api, version, body, client_id=client_id)
+        known_topics = [{**t, "partitions": [p for p in t["partitions"] if (t["name"], p["partition_index"]) not in unknown]}
+                        for t in body["topics"]]
+        known_topics = [t for t in known_topics if t["partitions"]]
+        answered = {}
+        if known_topics:
+            response = await self.groups.handle(api, version, {**body, "topics": known_topics}, client_id=client_id)
+            answered = {(t["name"], p["partition_index"]): p["error_code"]
+                        for t in response["topics"] for p in t["partitions"]}
+        else:
+            response = {"throttle_time_ms": 0}
+        return {**response, "topics": [
+            {"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"],
+                 "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) if (t["name"], p["partition_index"]) in unknown
+                 else answered.get((t["name"], p["partition_index"]), 0)}
+                for p in t["partitions"]]} for t in body["topics"]]}
 
     async def _until_ready(self, api: str, body: dict) -> None:
         """Hold a request that arrives before this broker is ready, as Kafka's broker reads
