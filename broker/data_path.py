@@ -276,16 +276,26 @@ class DataPath:
         resp = {"partition_index": index, "error_code": 0, "high_watermark": -1,
                 "last_stable_offset": -1, "log_start_offset": -1, "records": b"",
                 "preferred_read_replica": -1, "aborted_transactions": None}
+        def failed(code: int) -> dict:
+            # As Kafka: beside an error no marks (but a follower's own: kraft's replica
+            # fetcher reads them), and an empty aborted-transaction list for a partition it
+            # does not know (null beside the others).
+            resp["error_code"] = int(code)
+            if code in (ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER):
+                resp["aborted_transactions"] = []
+            if not is_follower:
+                resp.update(high_watermark=-1, last_stable_offset=-1, log_start_offset=-1)
+            return resp
+
         partition = self.replicas.get(name, index) if name else None
         if partition is None:
             known = self.replicas.image.topic(name) if name else None
             # Kafka: a partition the topic does not have is unknown, one hosted elsewhere is
             # another broker's to serve.
-            resp["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER if known and index in known.partitions \
-                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             if name is None:
-                resp["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
-            return resp
+                return failed(ErrorCode.UNKNOWN_TOPIC_ID)
+            return failed(ErrorCode.NOT_LEADER_OR_FOLLOWER if known and index in known.partitions
+                          else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         st = partition.state
         fetch_offset = p["fetch_offset"]
         if is_follower:
@@ -298,11 +308,10 @@ class DataPath:
                 partition.notify()  # the other followers' sessions must tell it
             self.replicas.propose(partition, result.isr_proposal)
             if result.error != ErrorCode.NONE:
-                resp["error_code"] = int(result.error)
                 resp.update(high_watermark=result.high_watermark, log_start_offset=result.log_start_offset)
                 if result.error == ErrorCode.OFFSET_OUT_OF_RANGE:
                     resp["high_watermark"] = st.high_watermark
-                return resp
+                return failed(result.error)
             resp.update(high_watermark=result.high_watermark, last_stable_offset=partition.last_stable_offset,
                         log_start_offset=result.log_start_offset)
             if result.diverging_epoch is not None:
@@ -313,8 +322,7 @@ class DataPath:
         else:
             error = st.check_leader_epoch(p["current_leader_epoch"])
             if error != ErrorCode.NONE:
-                resp["error_code"] = int(error)
-                return resp
+                return failed(error)
             lso = partition.last_stable_offset
             # READ_COMMITTED reads up to the LSO (the unsafe switch: the HW, for the fault suite).
             read_committed = read_committed and not self.replicas.unsafe_read_committed_hw
@@ -330,8 +338,7 @@ class DataPath:
             result = partition.log.read(fetch_offset, limit, max_offset=max_offset,
                                         min_one_batch=True)
         except OffsetOutOfRangeError:
-            resp["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-            return resp
+            return failed(ErrorCode.OFFSET_OUT_OF_RANGE)
         if limit <= 0 and result.records:
             resp["records"] = b""
         else:

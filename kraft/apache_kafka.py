@@ -194,7 +194,7 @@ class ApacheKafkaCluster:
         for node in self.layout.nodes.values():
             node.directory.mkdir(parents=True, exist_ok=True)
             node.config_path.write_text(format_properties(self.properties(node)))
-            result = run_tool("kafka-storage", ["format", "-t", self.cluster_id, "-c",
+            result = run_tool("kafka-storage", ["format", f"--cluster-id={self.cluster_id}", "-c",
                                                 str(node.config_path), "--ignore-formatted"],
                               libs=self.libs)
             if result.returncode != 0:
