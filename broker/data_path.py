@@ -12,6 +12,7 @@ import logging
 import trio
 
 from broker.fetch_session import FetchSessionCache
+from broker.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from broker.network import Deferred
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
@@ -329,6 +330,12 @@ class DataPath:
             max_offset = lso if read_committed else st.high_watermark
             resp.update(high_watermark=st.high_watermark, last_stable_offset=lso,
                         log_start_offset=partition.log.log_start_offset)
+            if p["last_fetched_epoch"] >= 0:
+                # As Kafka's readRecords: an epoch this log cannot place (newer than any it
+                # has), or an offset below the log start, is out of range before divergence.
+                epoch, end = st.epoch_cache.end_offset_for(p["last_fetched_epoch"], st.log_end_offset)
+                if epoch == UNDEFINED_EPOCH or end == UNDEFINED_EPOCH_OFFSET or fetch_offset < st.log_start_offset:
+                    return failed(ErrorCode.OFFSET_OUT_OF_RANGE)
             diverging = st.diverging_epoch(fetch_offset, p["last_fetched_epoch"]) if p["last_fetched_epoch"] >= 0 else None
             if diverging is not None:
                 resp["diverging_epoch"] = {"epoch": diverging.epoch, "end_offset": diverging.end_offset}
