@@ -31,12 +31,18 @@ def random_uuid() -> None:
               help="Leave already formatted directories as they are instead of failing.")
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a configuration key (repeatable).")
-def format_command(config_path, cluster_id, ignore_formatted, overrides) -> None:
+@click.option("--add-scram", "-S", "scram", multiple=True, metavar="MECH=[name=U,password=P]",
+              help="A SCRAM credential the new cluster starts with (KIP-900; repeatable), e.g. "
+                   "'SCRAM-SHA-512=[name=alice,password=alice-secret]' (iterations= defaults to 4096).")
+def format_command(config_path, cluster_id, ignore_formatted, overrides, scram) -> None:
     """Format the node's log.dirs and metadata.log.dir for a cluster."""
+    from kraft.security.credentials import CredentialSpecError, bootstrap_records
+
     try:
         config = ServerConfig.load(config_path, parse_overrides(overrides))
-        written = format_storage(config, cluster_id, ignore_formatted=ignore_formatted)
-    except (ConfigError, PropertiesError, StorageError) as exc:
+        written = format_storage(config, cluster_id, ignore_formatted=ignore_formatted,
+                                 bootstrap_records=bootstrap_records(scram))
+    except (ConfigError, PropertiesError, StorageError, CredentialSpecError) as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)
     for d in written:
@@ -73,10 +79,15 @@ def start_command(config_path, overrides, log_level, profile_path) -> None:
 
         profiler = cProfile.Profile()
         profiler.enable()
+    from kraft.security.config import SecurityConfigError
+
     try:
         node.run(config, cluster_id)
     except KeyboardInterrupt:
         pass
+    except SecurityConfigError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(1)
     finally:
         if profiler is not None:
             profiler.disable()
