@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import secrets
 
 import trio
@@ -180,6 +181,7 @@ class KafkaClient:
         self.connect_timeout_s = connect_timeout_s
         self._connections: dict[tuple[str, int], Connection] = {}
         self._connecting: dict[tuple[str, int], trio.Event] = {}
+        self._auth_warned: dict[tuple[str, int], float] = {}
 
     async def _connection(self, host: str, port: int) -> Connection:
         key = (host, port)
@@ -194,7 +196,15 @@ class KafkaClient:
         event = self._connecting[key] = trio.Event()
         try:
             conn = Connection(host, port, self.client_id, self.local_address, self.security)
-            await conn.connect(self.nursery, self.connect_timeout_s)
+            try:
+                await conn.connect(self.nursery, self.connect_timeout_s)
+            except AuthenticationFailed as exc:
+                # a configuration error, not an outage: say so, once a minute per peer
+                now = trio.current_time()
+                if now - self._auth_warned.get(key, -math.inf) >= 60:
+                    self._auth_warned[key] = now
+                    log.warning("%s: %s", self.client_id, exc)
+                raise
             self._connections[key] = conn
             return conn
         finally:

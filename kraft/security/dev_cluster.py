@@ -94,7 +94,7 @@ class ClusterSecurity:
     def client_properties(self, listener: str | None = None, user: str | None = None,
                           mechanism: str | None = None) -> dict[str, str]:
         """Java client properties (``--command-config``, Kafka's tools) for ``listener``."""
-        protocol = self.listener_protocols[(listener or self.protocol).upper()]
+        protocol = {CONTROLLER: self.protocol, **self.listener_protocols}[(listener or self.protocol).upper()]
         props = {"security.protocol": protocol}
         user = user or self.admin_user
         if protocol in SASL_PROTOCOLS:
@@ -105,7 +105,9 @@ class ClusterSecurity:
                                          f"username={_quote(user)} password={_quote(self.all_users[user])};")
         if protocol in TLS_PROTOCOLS:
             props.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.certificates.ca)})
-            if protocol == "SSL" and self.client_certificates:
+            if listener and listener.upper() == CONTROLLER and protocol == "SSL":
+                props.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(self.certificates.server)})
+            elif protocol == "SSL" and self.client_certificates:
                 client = self.certificates.clients[self.client_certificates[0]]
                 props.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(client.keystore)})
         return props
@@ -125,3 +127,11 @@ class ClusterSecurity:
             client = self.certificates.clients[self.client_certificates[0]]
             out.update({"ssl.certificate.location": str(client.certificate), "ssl.key.location": str(client.key)})
         return out
+
+    def client_security(self, listener: str | None = None, user: str | None = None, mechanism: str | None = None):
+        """A ``kraft.client`` ClientSecurity for ``listener`` (CONTROLLER: PLAIN as admin)."""
+        from kraft.security.config import client_security_from_properties
+
+        if listener and listener.upper() == CONTROLLER:
+            mechanism = "PLAIN"
+        return client_security_from_properties(self.client_properties(listener, user, mechanism))
