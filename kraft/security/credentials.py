@@ -25,7 +25,9 @@ class CredentialSpecError(ValueError):
     pass
 
 
-_ITEM = re.compile(r"\s*([A-Za-z0-9-]+)\s*=\s*\[([^\]]*)\]\s*(?:,|$)")
+_QUOTED = r'"(?:[^"\\]|\\.)*"'
+_ITEM = re.compile(r'\s*([A-Za-z0-9-]+)\s*=\s*\[((?:' + _QUOTED + r'|[^\]"])*)\]\s*(?:,|$)')
+_FIELD = re.compile(r'\s*([A-Za-z]+)\s*=\s*(' + _QUOTED + r'|[^,"]*?)\s*(?:,|$)')
 
 
 def parse_scram_specs(text: str) -> list[tuple[ScramMechanism, dict[str, str]]]:
@@ -42,11 +44,16 @@ def parse_scram_specs(text: str) -> list[tuple[ScramMechanism, dict[str, str]]]:
         if mechanism is None:
             raise CredentialSpecError(f"{m.group(1)!r} is not a SCRAM mechanism ({', '.join(MECHANISMS)})")
         fields = {}
-        for part in filter(None, (p.strip() for p in m.group(2).split(","))):
-            key, sep, value = part.partition("=")
-            if not sep:
-                raise CredentialSpecError(f"{part!r}: expected key=value")
-            fields[key.strip().lower()] = value.strip().strip('"')
+        inner, at = m.group(2).strip(), 0
+        while at < len(inner):
+            f = _FIELD.match(inner, at)
+            if f is None or f.end() == at:
+                raise CredentialSpecError(f"{inner[at:]!r}: expected key=value")
+            at = f.end()
+            value = f.group(2)
+            if value.startswith('"'):
+                value = re.sub(r"\\(.)", r"\1", value[1:-1])
+            fields[f.group(1).lower()] = value
         out.append((mechanism, fields))
     if not out:
         raise CredentialSpecError("no SCRAM credential given")
