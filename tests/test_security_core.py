@@ -166,3 +166,18 @@ def test_jaas_config_parsing():
 def test_jaas_config_errors(text):
     with pytest.raises(JaasError):
         parse_jaas_config(text)
+
+
+# -- TLS principal ---------------------------------------------------------------------------
+
+def test_principal_of_a_client_certificate_is_its_subject_in_rfc_2253_form(tmp_path):
+    import ssl
+
+    from kraft.security.dev_certs import write_dev_certificates
+    from kraft.security.tls import ANONYMOUS, principal_of_certificate
+
+    certs = write_dev_certificates(tmp_path, clients=("alice",))
+    der = ssl.PEM_cert_to_DER_cert(certs.clients["alice"].certificate.read_text())
+    # Kafka's default principal builder: X500Principal.getName(), most specific RDN first
+    assert principal_of_certificate(der) == "User:CN=alice,O=kraft-dev" == certs.clients["alice"].principal
+    assert principal_of_certificate(None) == ANONYMOUS == "User:ANONYMOUS"
