@@ -24,7 +24,7 @@ from kraft.protocol.errors import ProtocolError
 from kraft.protocol.schema import Versions
 from kraft.security import tls
 from kraft.security.config import ListenerSecurity
-from kraft.security.sasl import SASL_API_VERSIONS, SASL_APIS, SaslServerSession
+from kraft.security.sasl import PLAIN, SASL_API_VERSIONS, SASL_APIS, SaslServerSession
 from kraft.security.scram import MECHANISMS as SCRAM_MECHANISMS
 
 if TYPE_CHECKING:
@@ -138,7 +138,8 @@ class SaslAuthenticator:
         except ProtocolError as exc:
             log.info("closing connection from %s: malformed %s v%d: %s", conn.peer, api, version, exc)
             return False
-        if api == "SaslAuthenticate" and self.ready is not None and not self.ready.is_set():
+        if (api == "SaslAuthenticate" and self.session.mechanism not in (None, PLAIN)
+                and self.ready is not None and not self.ready.is_set()):
             with trio.move_on_after(READY_WAIT_S):
                 await self.ready.wait()
         answer = self.session.receive(api, version, request.body)
