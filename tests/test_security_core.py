@@ -181,3 +181,19 @@ def test_principal_of_a_client_certificate_is_its_subject_in_rfc_2253_form(tmp_p
     # Kafka's default principal builder: X500Principal.getName(), most specific RDN first
     assert principal_of_certificate(der) == "User:CN=alice,O=kraft-dev" == certs.clients["alice"].principal
     assert principal_of_certificate(None) == ANONYMOUS == "User:ANONYMOUS"
+
+
+@pytest.mark.parametrize("module", ["scram", "sasl", "jaas", "credentials"])
+def test_security_cores_do_no_io(module):
+    """The cores take and return bytes: no trio, sockets, clocks or module-level randomness."""
+    import ast
+    from pathlib import Path
+
+    import kraft.security
+
+    tree = ast.parse((Path(kraft.security.__file__).parent / f"{module}.py").read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module}
+    assert not imported & {"trio", "socket", "time", "random", "ssl", "asyncio"}, imported
