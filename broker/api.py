@@ -29,9 +29,11 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "DeleteTopics": (1, 6), "CreatePartitions": (0, 3), "DescribeConfigs": (1, 4),
     "AlterConfigs": (0, 2), "IncrementalAlterConfigs": (0, 1), "InitProducerId": (0, 5), "DescribeCluster": (0, 1),
     "DescribeQuorum": (0, 2), "DescribeLogDirs": (0, 4), "WriteTxnMarkers": (0, 1), "DescribeProducers": (0, 0),
+    "DescribeUserScramCredentials": (0, 0), "AlterUserScramCredentials": (0, 0),
 }
+# Describe too: answered from the controller's image, it sees a change the moment it commits.
 FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "AlterConfigs",
-             "DescribeQuorum"}
+             "DescribeQuorum", "DescribeUserScramCredentials", "AlterUserScramCredentials"}
 # Answered before the broker is ready: clients send it first, and it tells only what this
 # broker speaks, which is true from the start.  Everything else waits for readiness.
 ANSWERED_BEFORE_READY = frozenset({"ApiVersions"})
@@ -79,7 +81,9 @@ class BrokerApi:
                             if data_path is not None else None)
         self._partitions_cache: dict = {}  # topic name -> (topic, live brokers, Metadata partitions)
 
-    async def handle(self, request: rpc.Request) -> dict | None:
+    async def handle(self, request: rpc.Request, listener: str | None = None) -> dict | None:
+        """Answer ``request``; ``listener``: the listener it arrived on, whose endpoints
+        Metadata, DescribeCluster and FindCoordinator name (as Kafka does)."""
         api, version, body = request.api, request.version, request.body
         if not self.ready.is_set() and api not in ANSWERED_BEFORE_READY:
             await self._until_ready(api, body)
@@ -90,7 +94,7 @@ class BrokerApi:
         if api == "ListOffsets":
             return self.data.list_offsets(body, version)
         if api == "Metadata":
-            return self.metadata_response(body, version)
+            return self.metadata_response(body, version, listener)
         if api == "ApiVersions":
             return self.api_versions()
         if api == "OffsetForLeaderEpoch":
@@ -102,7 +106,7 @@ class BrokerApi:
         if api == "DescribeConfigs":
             return self.describe_configs(body)
         if api == "DescribeCluster":
-            return self.describe_cluster(body)
+            return self.describe_cluster(body, listener)
         if api == "DescribeLogDirs":
             results = self.data.replicas.describe_log_dirs(body["topics"])
             return {"error_code": 0, "results": results}
@@ -111,7 +115,9 @@ class BrokerApi:
         if api == "InitProducerId":
             return await self.init_producer_id(body, version)
         if api == "FindCoordinator":
-            return self.coordinators.find(body, version, self._endpoint)
+            return self.coordinators.find(body, version,
+                                          self._endpoint if listener is None else
+                                          lambda broker: self._endpoint(broker, listener))
         if self.transactions is not None and api in self.transactions.apis:
             return await self.transactions.handle(api, version, body)
         if self.groups is not None and api in ("OffsetCommit", "TxnOffsetCommit"):
@@ -172,19 +178,23 @@ class BrokerApi:
     def _active_brokers(self):
         return [b for b in self.metadata.image.active_brokers()]
 
-    def _endpoint(self, broker):
+    def _endpoint(self, broker, listener: str | None = None):
+        if listener is not None:
+            for e in broker.listeners:
+                if e.name == listener:
+                    return e
         for e in broker.listeners:
             if e.name == "PLAINTEXT" or not self.config.controller_listener_names or \
                     e.name not in self.config.controller_listener_names:
                 return e
         return None
 
-    def metadata_response(self, body: dict, version: int) -> dict:
+    def metadata_response(self, body: dict, version: int, listener: str | None = None) -> dict:
         image = self.metadata.image
         brokers = []
         alive = set()
         for b in self._active_brokers():
-            e = self._endpoint(b)
+            e = self._endpoint(b, listener)
             if e is not None:
                 brokers.append({"node_id": b.id, "host": e.host, "port": e.port, "rack": b.rack})
                 alive.add(b.id)
@@ -282,7 +292,7 @@ class BrokerApi:
 
         self.nursery.start_soon(create)
 
-    def describe_cluster(self, body: dict) -> dict:
+    def describe_cluster(self, body: dict, listener: str | None = None) -> dict:
         if body.get("endpoint_type", 1) != 1:  # KIP-919: controllers are asked on their own listener
             return {"error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
                     "error_message": "The broker does not support endpoint type CONTROLLER",
@@ -290,7 +300,7 @@ class BrokerApi:
                     "controller_id": -1, "brokers": [], "cluster_authorized_operations": -2147483648}
         brokers = []
         for b in self._active_brokers():
-            e = self._endpoint(b)
+            e = self._endpoint(b, listener)
             if e is not None:
                 brokers.append({"broker_id": b.id, "host": e.host, "port": e.port, "rack": b.rack})
         return {"error_code": 0, "error_message": None, "endpoint_type": 1, "cluster_id": self.cluster_id,
@@ -355,6 +365,11 @@ def _forward_error(api: str, body: dict, version: int) -> dict:
     elif api == "CreatePartitions":
         out["results"] = [{"name": t["name"], "error_code": code} for t in body["topics"]]
     elif api == "DescribeQuorum":
+        out["error_code"] = code
+    elif api == "AlterUserScramCredentials":
+        users = dict.fromkeys(i["name"] for i in body["deletions"] + body["upsertions"])
+        out["results"] = [{"user": u, "error_code": code, "error_message": None} for u in users]
+    elif api == "DescribeUserScramCredentials":
         out["error_code"] = code
     elif api in ("IncrementalAlterConfigs", "AlterConfigs"):
         out["responses"] = [{"error_code": code, "resource_type": r["resource_type"],

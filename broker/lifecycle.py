@@ -48,7 +48,10 @@ class BrokerLifecycle:
         self.shutdown_granted = trio.Event()
 
     def registration_body(self) -> dict:
-        listeners = [{"name": e.listener, "host": e.host or "127.0.0.1", "port": e.port, "security_protocol": 0}
+        from kraft.security.config import PROTOCOL_IDS
+
+        listeners = [{"name": e.listener, "host": e.host or "127.0.0.1", "port": e.port,
+                      "security_protocol": PROTOCOL_IDS[self.config.security_protocol(e.listener)]}
                      for e in self.config.advertised_listeners
                      if e.listener not in self.config.controller_listener_names]
         lo, hi = METADATA_VERSION_RANGE

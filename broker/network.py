@@ -29,6 +29,7 @@ puts on connections (``broker.connection_limits``) bound what many clients can h
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import math
 from typing import Awaitable, Callable
@@ -68,14 +69,24 @@ class KafkaConnection:
 
     def __init__(self, stream: trio.abc.Stream, handler: Handler, *, supported=None,
                  max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, idle_timeout_s: float = math.inf,
-                 peer: str = "?"):
+                 peer: str = "?", principal: str = "User:ANONYMOUS", authenticator=None):
         self.stream = stream
         self.handler = handler
         self.supported = supported  # api key -> Versions this node serves
         self.decoder = FrameDecoder(max_frame_bytes)
         self.idle_timeout_s = idle_timeout_s
         self.peer = peer
+        # Who the client is (for authorization, when there is some): from its TLS
+        # certificate or SASL authentication (broker.network_security).
+        self.principal = principal
         self._unsent = 0  # answers handed to the writer and not yet sent
+        # Frames go to the SASL authenticator until it completes, then to _handle_frame.
+        self._on_frame = self._handle_frame if authenticator is None else functools.partial(
+            authenticator.frame, self)
+
+    def authenticated(self) -> None:
+        """SASL is done: from now on every frame is an ordinary request."""
+        self._on_frame = self._handle_frame
 
     async def serve(self) -> None:
         # The writer's queue holds encoded answers (bytes) and (request, Deferred) pairs.
@@ -104,7 +115,7 @@ class KafkaConnection:
                     return
                 self.decoder.receive_data(data)
                 while (payload := self.decoder.next_frame()) is not None:
-                    if not await self._handle_frame(payload, answers):
+                    if not await self._on_frame(payload, answers):
                         return
         except ProtocolError as exc:  # frame too large
             log.info("closing connection from %s: %s", self.peer, exc)
@@ -219,19 +230,33 @@ _ACCEPT_BACKOFF_S = 0.1
 async def serve_kafka(handler: Handler, host: str, port: int, *, supported=None,
                       task_status=trio.TASK_STATUS_IGNORED,
                       max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-                      limits: ConnectionLimits = ConnectionLimits()) -> None:
+                      limits: ConnectionLimits = ConnectionLimits(),
+                      quotas: ConnectionQuotas | None = None, auth=None) -> None:
     """Listen on host:port and serve Kafka connections until cancelled.
 
-    ``task_status.started`` receives the bound port (useful with port 0).
+    ``task_status.started`` receives the bound port (useful with port 0).  ``quotas``: the
+    connection counts this listener shares with others (default: its own).  ``auth``: the
+    listener's TLS and SASL (``broker.network_security.ListenerAuth``); None is PLAINTEXT.
     """
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()[1]
-    quotas = ConnectionQuotas(limits)
+    quotas = quotas if quotas is not None else ConnectionQuotas(limits)
+    if auth is not None:
+        supported = auth.supported(supported)
+        handler = auth.handler(handler)
 
     async def serve_connection(stream: trio.SocketStream, peer: str) -> None:
         try:
+            principal, authenticator = "User:ANONYMOUS", None
+            if auth is not None:
+                secured = await auth.secure(stream, peer)
+                if secured is None:
+                    return
+                stream, principal = secured
+                authenticator = auth.authenticator(principal)
             await KafkaConnection(stream, handler, supported=supported, max_frame_bytes=max_frame_bytes,
-                                  idle_timeout_s=limits.idle_timeout_s, peer=peer).serve()
+                                  idle_timeout_s=limits.idle_timeout_s, peer=peer, principal=principal,
+                                  authenticator=authenticator).serve()
         except Exception:  # the last guard: a connection's failure is never the listener's
             log.exception("connection from %s failed", peer)
         finally:

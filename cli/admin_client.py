@@ -10,6 +10,7 @@ import trio
 from kraft.client import KafkaClient, NodeUnavailable
 from kraft.protocol import codec, rpc
 from kraft.protocol.error_codes import ErrorCode
+from kraft.security.config import PLAINTEXT_CLIENT
 from kraft.trio_run import run_trio
 
 
@@ -40,9 +41,20 @@ def error_name(code: int) -> str:
 class AdminClient:
     """``AdminClient("h:p,h2:p2").call(api, body)`` -> response dict."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = 15.0):
+    def __init__(self, bootstrap: str, timeout_s: float = 15.0, command_config: str | None = None):
+        """``command_config``: a client properties file (Kafka's ``--command-config``):
+        ``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config``, ``ssl.*``."""
         self.addresses = parse_bootstrap(bootstrap)
         self.timeout_s = timeout_s
+        self.security = PLAINTEXT_CLIENT
+        if command_config:
+            from kraft.properties import PropertiesError, read_properties
+            from kraft.security.config import SecurityConfigError, client_security_from_properties
+
+            try:
+                self.security = client_security_from_properties(read_properties(command_config))
+            except (OSError, PropertiesError, SecurityConfigError) as exc:
+                raise AdminError(f"--command-config {command_config}: {exc}") from None
         self._versions: dict[str, int] | None = None
         self._address: tuple[str, int] | None = None
 
@@ -51,7 +63,8 @@ class AdminClient:
 
     async def _call(self, api, body, version, address):
         async with trio.open_nursery() as nursery:
-            client = KafkaClient(nursery, client_id="kraftctl", connect_timeout_s=self.timeout_s)
+            client = KafkaClient(nursery, client_id="kraftctl", connect_timeout_s=self.timeout_s,
+                                 security=self.security)
             try:
                 return await self._request(client, api, body, version, address)
             finally:

@@ -11,27 +11,38 @@ import click
 from cli.admin_client import AdminClient, AdminError, error_name
 from cli.topics import fail
 
-RESOURCE_TYPES = {"topics": 2, "brokers": 4}
+RESOURCE_TYPES = {"topics": 2, "brokers": 4, "users": None}
 SET, DELETE = 0, 1
 
 
 @click.command("configs")
 @click.option("--bootstrap-server", required=True)
 @click.option("--entity-type", required=True, type=click.Choice(sorted(RESOURCE_TYPES)))
-@click.option("--entity-name", default="", help="Topic name or broker id (empty: the cluster default).")
+@click.option("--entity-name", default="", help="Topic name, broker id (empty: the cluster default) or user.")
 @click.option("--describe", "action", flag_value="describe")
 @click.option("--alter", "action", flag_value="alter")
 @click.option("--add-config", "add", multiple=True, metavar="K=V[,K=V]")
 @click.option("--delete-config", "delete", multiple=True, metavar="K[,K]")
 @click.option("--all", "show_all", is_flag=True, help="--describe: include defaults.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def configs_command(bootstrap_server, entity_type, entity_name, action, add, delete, show_all, output):
-    """Describe or alter topic and broker configuration."""
+@click.option("--command-config", type=click.Path(dir_okay=False), default=None,
+              help="Client properties: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.*")
+def configs_command(bootstrap_server, entity_type, entity_name, action, add, delete, show_all, output,
+                    command_config):
+    """Describe or alter topic and broker configuration, and users' SCRAM credentials."""
     if action is None:
         fail("one of --describe, --alter is required")
     rtype = RESOURCE_TYPES[entity_type]
     try:
-        admin = AdminClient(bootstrap_server)
+        admin = AdminClient(bootstrap_server, command_config=command_config)
+        if entity_type == "users":
+            from cli.scram_users import alter_users, describe_users
+
+            if action == "describe":
+                describe_users(admin, entity_name, output)
+            else:
+                alter_users(admin, entity_name, add, delete, output)
+            return
         if action == "describe":
             resp = admin.call("DescribeConfigs", {"resources": [
                 {"resource_type": rtype, "resource_name": entity_name, "configuration_keys": None}],

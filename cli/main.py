@@ -31,12 +31,18 @@ def random_uuid() -> None:
               help="Leave already formatted directories as they are instead of failing.")
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a configuration key (repeatable).")
-def format_command(config_path, cluster_id, ignore_formatted, overrides) -> None:
+@click.option("--add-scram", "-S", "scram", multiple=True, metavar="MECH=[name=U,password=P]",
+              help="A SCRAM credential the new cluster starts with (KIP-900; repeatable), e.g. "
+                   "'SCRAM-SHA-512=[name=alice,password=alice-secret]' (iterations= defaults to 4096).")
+def format_command(config_path, cluster_id, ignore_formatted, overrides, scram) -> None:
     """Format the node's log.dirs and metadata.log.dir for a cluster."""
+    from kraft.security.credentials import CredentialSpecError, bootstrap_records
+
     try:
         config = ServerConfig.load(config_path, parse_overrides(overrides))
-        written = format_storage(config, cluster_id, ignore_formatted=ignore_formatted)
-    except (ConfigError, PropertiesError, StorageError) as exc:
+        written = format_storage(config, cluster_id, ignore_formatted=ignore_formatted,
+                                 bootstrap_records=bootstrap_records(scram))
+    except (ConfigError, PropertiesError, StorageError, CredentialSpecError) as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)
     for d in written:
@@ -73,10 +79,15 @@ def start_command(config_path, overrides, log_level, profile_path) -> None:
 
         profiler = cProfile.Profile()
         profiler.enable()
+    from kraft.security.config import SecurityConfigError
+
     try:
         node.run(config, cluster_id)
     except KeyboardInterrupt:
         pass
+    except SecurityConfigError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(1)
     finally:
         if profiler is not None:
             profiler.disable()
@@ -94,7 +105,12 @@ def start_command(config_path, overrides, log_level, profile_path) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
               help="A server.properties key for every node (repeatable).")
-def cluster_command(controllers, brokers, data_dir, first_port, host, overrides) -> None:
+@click.option("--security", type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
+                                              case_sensitive=False), default="PLAINTEXT", show_default=True,
+              help="Every listener's protocol, node-to-node included, with throwaway certificates and the "
+                   "SASL user admin (password admin-secret; SCRAM-SHA-512 between brokers, PLAIN to the "
+                   "controllers); writes client.properties for Kafka's tools and kraftctl --command-config.")
+def cluster_command(controllers, brokers, data_dir, first_port, host, overrides, security) -> None:
     """Format and run a local development cluster until Ctrl-C."""
     import signal
     import tempfile
@@ -108,8 +124,13 @@ def cluster_command(controllers, brokers, data_dir, first_port, host, overrides)
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)
     base = data_dir or tempfile.mkdtemp(prefix="kraft-cluster-")
+    cluster_security = None
+    if security.upper() != "PLAINTEXT":
+        from kraft.security.dev_cluster import ClusterSecurity
+
+        cluster_security = ClusterSecurity(security)
     cluster = LocalCluster(base, controllers=controllers, brokers=brokers, host=host,
-                           first_broker_port=first_port or None, overrides=extra)
+                           first_broker_port=first_port or None, overrides=extra, security=cluster_security)
     stop = []
     # SIGINT too, explicitly: a shell that starts us in the background ignores it for us.
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -121,6 +142,16 @@ def cluster_command(controllers, brokers, data_dir, first_port, host, overrides)
         for node in cluster.nodes.values():
             click.echo(f"  node {node.node_id} ({','.join(node.roles)}): log {node.log_path}")
         click.echo(f"bootstrap.servers={cluster.bootstrap_servers}")
+        if cluster_security is not None:
+            from pathlib import Path
+
+            from kraft.properties import format_properties
+
+            client_props = Path(base) / "client.properties"
+            client_props.write_text(format_properties(cluster_security.client_properties()))
+            click.echo(f"client properties (Java keys): {client_props}")
+            for key, value in cluster_security.librdkafka_config().items():
+                click.echo(f"  librdkafka: {key}={value}")
         click.echo("Ctrl-C stops the cluster.")
         while not stop:
             for node in cluster.nodes.values():

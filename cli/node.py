@@ -20,8 +20,9 @@ from broker.data_path import DataPath
 from broker.group_service import GroupCoordinatorService
 from broker.lifecycle import BrokerLifecycle
 from broker.metadata_listener import MetadataListener
-from broker.connection_limits import ConnectionLimits
+from broker.connection_limits import ConnectionLimits, ConnectionQuotas
 from broker.network import serve_kafka
+from broker.network_security import ListenerAuth
 from broker.offsets_store import (GROUP_KEY_TYPE, OFFSETS_TOPIC, TRANSACTION_KEY_TYPE, TXN_STATE_TOPIC,
                                   CoordinatorLocator, InternalTopicStore)
 from broker.producer_ids import ProducerIdAllocator
@@ -35,7 +36,9 @@ from kraft.protocol.error_codes import ErrorCode
 from kraft.raft.config import RaftConfig
 from kraft.raft.disk import RaftStorage
 from kraft.raft.driver import PeerAddress, RaftDriver
+from kraft.security.config import PLAINTEXT_CLIENT, listener_security, node_client_security
 from kraft.server_config import ServerConfig
+from kraft.storage import read_bootstrap_records
 from kraft.trio_run import run_trio
 from metadata.controller import ControllerConfig, QuorumController
 from metadata.controller_server import ControllerServer
@@ -44,6 +47,36 @@ log = logging.getLogger("kraft.node")
 
 ALTER_PARTITION_BATCH = 1000  # ISR changes per AlterPartition request
 QUORUM_APIS = {"Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "FetchSnapshot"}
+INTER_BROKER_PURPOSES = {"replication", "txn-markers"}  # the others talk to the controllers
+
+
+class NodeSecurity:
+    """A node's TLS and SASL (kraft.security), built once at start so that a bad key file or
+    setting stops the node with a message naming it: the server side of each listener, and
+    the client side towards the controllers (``sasl.mechanism.controller.protocol``) and
+    towards the other brokers' inter-broker listener (``sasl.mechanism.inter.broker.protocol``)."""
+
+    def __init__(self, config: ServerConfig):
+        props = config.originals
+        self.listeners = {e.listener: listener_security(props, e.listener, config.security_protocol(e.listener))
+                          for e in config.listeners}
+        controller = config.controller_listener_names[0]
+        self.controller = self._client(config, controller, "sasl.mechanism.controller.protocol")
+        self.inter_broker = PLAINTEXT_CLIENT
+        if config.is_broker:
+            self.inter_broker = self._client(config, config.inter_broker_listener,
+                                             "sasl.mechanism.inter.broker.protocol")
+
+    @staticmethod
+    def _client(config: ServerConfig, listener: str, mechanism_key: str):
+        protocol = config.security_protocol(listener)
+        return node_client_security(config.originals, listener, protocol, config[mechanism_key])
+
+    def auth(self, listener: str, scram_credentials, ready: trio.Event | None = None) -> ListenerAuth | None:
+        security = self.listeners[listener]
+        if security.protocol == "PLAINTEXT":
+            return None
+        return ListenerAuth(security, scram_credentials, ready)
 
 
 class FanOutListener:
@@ -93,6 +126,7 @@ class Node:
         self.lifecycle: BrokerLifecycle | None = None
         self.driver: RaftDriver | None = None
         self.ready = trio.Event()  # the broker serves clients (Kafka: request processing enabled)
+        self.security = NodeSecurity(config)  # raises SecurityConfigError before anything starts
 
     def _own_host(self) -> str | None:
         hosts = {e.host for e in self.config.listeners if e.host}
@@ -105,11 +139,14 @@ class Node:
             # server answers one connection's requests in order, so a heartbeat waiting for a
             # commit must never queue behind (or in front of) the Raft fetches that commit it.
             def client(purpose: str) -> KafkaClient:
+                security = self.security.inter_broker if purpose in INTER_BROKER_PURPOSES else \
+                    self.security.controller
                 return KafkaClient(nursery, client_id=f"kraft-node-{config.node_id}-{purpose}",
-                                   local_address=self._own_host())
+                                   local_address=self._own_host(), security=security)
             listeners = []
             if config.is_controller:
-                qc = QuorumController(controller_config(config, self.cluster_id))
+                qc = QuorumController(controller_config(config, self.cluster_id),
+                                      bootstrap=read_bootstrap_records(config))
                 self.controller = ControllerServer(
                     config.node_id, qc,
                     snapshot_bytes=config["metadata.log.max.record.bytes.between.snapshots"],
@@ -132,10 +169,12 @@ class Node:
             if self.controller:
                 self.controller.driver = self.driver
                 endpoint = next(config.listener(n) for n in config.controller_listener_names if config.listener(n))
+                controller = self.controller.controller
                 await nursery.start(functools.partial(
                     serve_kafka, self._controller_request, endpoint.host or "0.0.0.0", endpoint.port,
                     max_frame_bytes=config["socket.request.max.bytes"],
-                    limits=ConnectionLimits.from_config(config)))
+                    limits=ConnectionLimits.from_config(config),
+                    auth=self.security.auth(endpoint.listener, lambda: controller.image.scram_credentials)))
                 nursery.start_soon(self.controller.run)
             if config.is_broker:
                 await self._start_broker(nursery, client)
@@ -163,9 +202,7 @@ class Node:
         data = DataPath(self.replicas)
         groups = GroupCoordinatorService(config.node_id, config, InternalTopicStore(self.replicas, OFFSETS_TOPIC))
         producer_ids = ProducerIdAllocator(channel, config.node_id, lambda: self.lifecycle.broker_epoch)
-        endpoint = config.broker_listeners[0]
-        ibl = config["inter.broker.listener.name"]
-        inter_broker_listener = ibl.upper() if ibl else endpoint.listener
+        inter_broker_listener = config.inter_broker_listener
         markers_client = client("txn-markers")
 
         def marker_channel(on_done, is_current):
@@ -196,9 +233,14 @@ class Node:
                         ready=self.ready, transactions=transactions, producer_ids=producer_ids)
         await nursery.start(groups.run)
         await nursery.start(transactions.run)
-        await nursery.start(functools.partial(
-            serve_kafka, api.handle, endpoint.host or "0.0.0.0", endpoint.port, supported=api.supported,
-            max_frame_bytes=config["socket.request.max.bytes"], limits=ConnectionLimits.from_config(config)))
+        limits = ConnectionLimits.from_config(config)
+        quotas = ConnectionQuotas(limits)  # one count for all of the broker's listeners, as Kafka
+        for endpoint in config.broker_listeners:
+            auth = self.security.auth(endpoint.listener, lambda: self.metadata.image.scram_credentials, self.ready)
+            await nursery.start(functools.partial(
+                serve_kafka, functools.partial(api.handle, listener=endpoint.listener),
+                endpoint.host or "0.0.0.0", endpoint.port, supported=api.supported,
+                max_frame_bytes=config["socket.request.max.bytes"], limits=limits, quotas=quotas, auth=auth))
         fetchers = ReplicaFetcherManager(config.node_id, self.replicas, client("replication"),
                                          inter_broker_listener,
                                          fetch_max_bytes=config["replica.fetch.response.max.bytes"],

@@ -50,13 +50,15 @@ def topic_id_text(topic_id) -> str:
 @click.option("--under-replicated-partitions", is_flag=True, help="--describe: only partitions with ISR < replicas.")
 @click.option("--exclude-internal", is_flag=True, help="Leave out internal topics.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--command-config", type=click.Path(dir_okay=False), default=None,
+              help="Client properties: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.*")
 def topics_command(bootstrap_server, action, topic, partitions, replication_factor, configs, if_not_exists,
-                   if_exists, under_replicated_partitions, exclude_internal, output):
+                   if_exists, under_replicated_partitions, exclude_internal, output, command_config):
     """Create, list, describe, alter and delete topics (as kafka-topics.sh)."""
     if action is None:
         fail("one of --create, --list, --describe, --delete, --alter is required")
     try:
-        admin = AdminClient(bootstrap_server)
+        admin = AdminClient(bootstrap_server, command_config=command_config)
         if action == "create":
             _create(admin, topic, partitions, replication_factor, parse_configs(configs), if_not_exists, output)
         elif action == "list":

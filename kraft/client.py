@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
+import secrets
 
 import trio
 
 from kraft.protocol import rpc
 from kraft.protocol.errors import ProtocolError
 from kraft.protocol.framing import FrameDecoder
+from kraft.security.config import PLAINTEXT_CLIENT, ClientSecurity
+from kraft.security.scram import MECHANISMS as SCRAM_MECHANISMS
+from kraft.security.scram import ScramClient, ScramError
 
 log = logging.getLogger(__name__)
 
@@ -25,30 +30,78 @@ class NodeUnavailable(Exception):
     """The peer could not be reached, the connection broke, or the request timed out."""
 
 
+class AuthenticationFailed(NodeUnavailable):
+    """The peer refused this client's SASL credentials (or could not prove its own)."""
+
+
 class Connection:
-    def __init__(self, host: str, port: int, client_id: str, local_address: str | None = None):
+    def __init__(self, host: str, port: int, client_id: str, local_address: str | None = None,
+                 security: ClientSecurity = PLAINTEXT_CLIENT):
         self.local_address = local_address
         self.host = host
         self.port = port
         self.client_id = client_id
-        self.stream: trio.SocketStream | None = None
+        self.security = security
+        self.stream: trio.abc.Stream | None = None
         self._ids = itertools.count(1)
         self._waiters: dict[int, tuple[str, int, trio.MemorySendChannel]] = {}
         self._send_lock = trio.Lock()
         self.closed = False
 
     async def connect(self, nursery: trio.Nursery, timeout_s: float) -> None:
+        stream = None
         with trio.move_on_after(timeout_s) as scope:
             try:
                 # Bound to the node's own address, so that a network partition between
                 # node addresses (jepsen's local backend) also cuts this connection.
-                self.stream = await trio.open_tcp_stream(self.host, self.port,
-                                                         local_address=self.local_address)
-            except OSError as exc:
-                raise NodeUnavailable(f"cannot connect to {self.host}:{self.port}: {exc}") from None
+                stream = await trio.open_tcp_stream(self.host, self.port, local_address=self.local_address)
+                if self.security.ssl_context is not None:
+                    stream = trio.SSLStream(stream, self.security.ssl_context, server_hostname=self.host)
+                    await stream.do_handshake()
+            except (OSError, trio.BrokenResourceError) as exc:
+                if stream is not None:
+                    await trio.aclose_forcefully(stream)
+                cause = exc.__cause__ or exc
+                raise NodeUnavailable(f"cannot connect to {self.host}:{self.port}: {cause}") from None
         if scope.cancelled_caught:
+            if stream is not None:
+                await trio.aclose_forcefully(stream)
             raise NodeUnavailable(f"connecting to {self.host}:{self.port} timed out")
+        self.stream = stream
         nursery.start_soon(self._read_loop)
+        if self.security.uses_sasl:
+            try:
+                await self._authenticate(timeout_s)
+            except BaseException:
+                await self.aclose()
+                raise
+
+    async def _authenticate(self, timeout_s: float) -> None:
+        """SaslHandshake, then the mechanism's SaslAuthenticate rounds (kraft.security)."""
+        sec = self.security
+        where = f"{self.host}:{self.port}"
+        resp = await self.request("SaslHandshake", 1, {"mechanism": sec.sasl_mechanism}, timeout_s)
+        if resp["error_code"]:
+            raise AuthenticationFailed(f"{where} does not offer SASL {sec.sasl_mechanism} "
+                                       f"(it has {resp['mechanisms']})")
+
+        async def step(token: bytes) -> bytes:
+            answer = await self.request("SaslAuthenticate", 1, {"auth_bytes": token}, timeout_s)
+            if answer["error_code"]:
+                raise AuthenticationFailed(f"{where} refused {sec.sasl_mechanism} authentication as "
+                                           f"{sec.username}: {answer['error_message']}")
+            return answer["auth_bytes"]
+
+        if sec.sasl_mechanism == "PLAIN":
+            await step(b"\0" + sec.username.encode() + b"\0" + sec.password.encode())
+            return
+        client = ScramClient(SCRAM_MECHANISMS[sec.sasl_mechanism], sec.username, sec.password,
+                             secrets.token_urlsafe(24))
+        server_first = await step(client.first_message())
+        try:
+            client.verify(await step(client.final_message(server_first)))
+        except ScramError as exc:
+            raise AuthenticationFailed(f"{where}: {exc}") from None
 
     async def _read_loop(self) -> None:
         decoder = FrameDecoder()
@@ -120,13 +173,15 @@ class KafkaClient:
     """Connections to many peers, owned by one nursery (the node's lifetime)."""
 
     def __init__(self, nursery: trio.Nursery, client_id: str = "kraft", connect_timeout_s: float = 2.0,
-                 local_address: str | None = None):
+                 local_address: str | None = None, security: ClientSecurity = PLAINTEXT_CLIENT):
         self.nursery = nursery
         self.local_address = local_address
+        self.security = security  # TLS and SASL towards every peer of this client
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
         self._connections: dict[tuple[str, int], Connection] = {}
         self._connecting: dict[tuple[str, int], trio.Event] = {}
+        self._auth_warned: dict[tuple[str, int], float] = {}
 
     async def _connection(self, host: str, port: int) -> Connection:
         key = (host, port)
@@ -140,8 +195,16 @@ class KafkaClient:
             await pending.wait()
         event = self._connecting[key] = trio.Event()
         try:
-            conn = Connection(host, port, self.client_id, self.local_address)
-            await conn.connect(self.nursery, self.connect_timeout_s)
+            conn = Connection(host, port, self.client_id, self.local_address, self.security)
+            try:
+                await conn.connect(self.nursery, self.connect_timeout_s)
+            except AuthenticationFailed as exc:
+                # a configuration error, not an outage: say so, once a minute per peer
+                now = trio.current_time()
+                if now - self._auth_warned.get(key, -math.inf) >= 60:
+                    self._auth_warned[key] = now
+                    log.warning("%s: %s", self.client_id, exc)
+                raise
             self._connections[key] = conn
             return conn
         finally:

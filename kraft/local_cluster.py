@@ -61,6 +61,7 @@ class NodeSpec:
     controller_port: int | None
     directory: Path
     process: subprocess.Popen | None = field(default=None, repr=False)
+    extra_ports: dict[str, int] = field(default_factory=dict)  # more broker listeners: name -> port
 
     @property
     def config_path(self) -> Path:
@@ -93,8 +94,11 @@ class LocalCluster:
     def __init__(self, base_dir: str | os.PathLike, *, controllers: int = 3, brokers: int = 0,
                  host: str = "127.0.0.1", hosts: list[str] | None = None,
                  first_broker_port: int | None = None, overrides: dict[str, str] | None = None,
-                 cluster_id: str | None = None, open_files_limit: int | None = None):
+                 cluster_id: str | None = None, open_files_limit: int | None = None, security=None):
+        """``security``: a ``kraft.security.dev_cluster.ClusterSecurity`` (TLS and SASL on
+        every listener, certificates written under ``base_dir/certs``); None is PLAINTEXT."""
         self.base_dir = Path(base_dir)
+        self.security = security
         self.open_files_limit = open_files_limit  # `ulimit -n` for every node (soft and hard)
         self.cluster_id = cluster_id or new_uuid_string()
         self.overrides = dict(overrides or {})
@@ -115,6 +119,10 @@ class LocalCluster:
             controller_port = free_port(h) if "controller" in roles else None
             self.nodes[node_id] = NodeSpec(node_id, roles, h, broker_port, controller_port,
                                            self.base_dir / f"node{node_id}")
+            if security is not None and "broker" in roles:
+                self.nodes[node_id].extra_ports = {name: free_port(h) for name in list(security.listener_protocols)[1:]}
+        if security is not None:
+            security.prepare(self.base_dir / "certs", sorted(set(hosts)))
 
     # -- layout -------------------------------------------------------------------------
 
@@ -127,6 +135,10 @@ class LocalCluster:
     def bootstrap_servers(self) -> str:
         return ",".join(f"{n.host}:{n.broker_port}" for n in self.nodes.values() if n.is_broker)
 
+    def bootstrap_for(self, listener: str) -> str:
+        """bootstrap.servers of one of ``security.extra_listeners``."""
+        return ",".join(f"{n.host}:{n.extra_ports[listener.upper()]}" for n in self.brokers)
+
     @property
     def brokers(self) -> list[NodeSpec]:
         return [n for n in self.nodes.values() if n.is_broker]
@@ -137,8 +149,10 @@ class LocalCluster:
 
     def properties(self, node: NodeSpec) -> dict[str, str]:
         listeners = []
+        main = self.security.protocol if self.security is not None else "PLAINTEXT"
         if node.is_broker:
-            listeners.append(f"PLAINTEXT://{node.host}:{node.broker_port}")
+            listeners.append(f"{main}://{node.host}:{node.broker_port}")
+            listeners.extend(f"{name}://{node.host}:{port}" for name, port in node.extra_ports.items())
         if node.is_controller:
             listeners.append(f"CONTROLLER://{node.host}:{node.controller_port}")
         props = {
@@ -156,6 +170,8 @@ class LocalCluster:
             "transaction.state.log.min.isr": str(min(2, len(self.brokers))),
             "transaction.state.log.num.partitions": "10",
         }
+        if self.security is not None:
+            props.update(self.security.properties())
         props.update(self.overrides)
         return props
 
@@ -169,7 +185,8 @@ class LocalCluster:
         for node in self.nodes.values():
             result = subprocess.run(
                 [sys.executable, "-m", "cli.main", "format", "--config", str(node.config_path),
-                 "--cluster-id", self.cluster_id, "--ignore-formatted"],
+                 "--cluster-id", self.cluster_id, "--ignore-formatted",
+                 *(self.security.format_args() if self.security is not None else ())],
                 capture_output=True, text=True, timeout=120,
             )
             if result.returncode != 0:

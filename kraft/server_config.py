@@ -64,6 +64,28 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("listener.security.protocol.map", "list",
        ["CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT",
         "SASL_SSL:SASL_SSL"]),
+    # Security (kraft.security): each may also be set per listener as listener.name.<l>.<key>
+    _K("security.inter.broker.protocol", "string", "PLAINTEXT"),
+    _K("sasl.enabled.mechanisms", "list", ["GSSAPI"]),
+    _K("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI"),
+    _K("sasl.mechanism.controller.protocol", "string", "GSSAPI"),
+    _K("ssl.keystore.type", "string", "JKS"),
+    _K("ssl.keystore.location", "string", None),
+    _K("ssl.keystore.password", "password", None),
+    _K("ssl.keystore.certificate.chain", "password", None),
+    _K("ssl.keystore.key", "password", None),
+    _K("ssl.key.password", "password", None),
+    _K("ssl.truststore.type", "string", "JKS"),
+    _K("ssl.truststore.location", "string", None),
+    _K("ssl.truststore.password", "password", None),
+    _K("ssl.truststore.certificates", "password", None),
+    _K("ssl.client.auth", "string", "none",
+       validate=lambda v: None if v.lower() in ("none", "requested", "required") else
+       "must be none, requested or required"),
+    _K("ssl.endpoint.identification.algorithm", "string", "https"),
+    _K("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"]),
+    _K("ssl.principal.mapping.rules", "string", "DEFAULT",
+       validate=lambda v: None if v.strip() == "DEFAULT" else "is DEFAULT only in kraft"),
     _K("log.dirs", "list", []),
     _K("log.dir", "string", "/tmp/kraft-logs"),
     _K("metadata.log.dir", "string", None),
@@ -157,6 +179,25 @@ ACCEPTED_AND_IGNORED = frozenset({
 })
 
 
+# Keys that Kafka reads per listener (``listener.name.<listener>.<key>``), besides a SASL
+# mechanism's ``listener.name.<listener>.<mechanism>.sasl.jaas.config``.
+LISTENER_KEYS = frozenset(k for k in KEYS if k.startswith(("ssl.", "sasl.enabled.")))
+_JAAS_KEY = re.compile(r"(plain|scram-sha-256|scram-sha-512|gssapi|oauthbearer)\.sasl\.jaas\.config")
+
+
+def _listener_key(name: str) -> ConfigKey | None:
+    """The key behind a ``listener.name.<listener>.<key>`` override, or None if it is none."""
+    parts = name.split(".", 3)
+    if len(parts) < 4 or parts[:2] != ["listener", "name"] or not parts[2]:
+        return None
+    rest = parts[3]
+    if rest in LISTENER_KEYS:
+        return KEYS[rest]
+    if _JAAS_KEY.fullmatch(rest):
+        return ConfigKey(name, "password")
+    return None
+
+
 def _convert(key: ConfigKey, raw: str) -> Any:
     text = raw.strip()
     if key.type == "int":
@@ -247,6 +288,22 @@ class ServerConfig:
     def listener(self, name: str) -> Endpoint | None:
         return next((e for e in self.listeners if e.listener == name), None)
 
+    def security_protocol(self, listener: str) -> str:
+        """The listener's protocol (listener.security.protocol.map): PLAINTEXT, SSL, ..."""
+        return self._protocols.get(listener.upper(), "PLAINTEXT")
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """``inter.broker.listener.name``, else the listener named by
+        ``security.inter.broker.protocol`` when set, else the first broker listener."""
+        ibl = self._values["inter.broker.listener.name"]
+        if ibl:
+            return ibl.upper()
+        sibp = self.originals.get("security.inter.broker.protocol")
+        if sibp:
+            return sibp.strip().upper()
+        return self.broker_listeners[0].listener
+
     @property
     def broker_listeners(self) -> tuple[Endpoint, ...]:
         return tuple(e for e in self.listeners if e.listener not in self.controller_listener_names)
@@ -279,12 +336,17 @@ class ServerConfig:
             if not sep:
                 raise ConfigError(f"listener.security.protocol.map: {item!r} is not NAME:PROTOCOL")
             protocols[name.upper()] = proto.upper()
+        from kraft.security.config import PROTOCOL_IDS
+
+        self._protocols = protocols
+        for name, proto in protocols.items():
+            if proto not in PROTOCOL_IDS:
+                raise ConfigError(f"listener.security.protocol.map: {name}:{proto}: the protocol must be one "
+                                  f"of {', '.join(PROTOCOL_IDS)}")
         for e in self.listeners + self.advertised_listeners:
             proto = protocols.get(e.listener)
             if proto is None:
                 raise ConfigError(f"listeners: {e.listener} has no entry in listener.security.protocol.map")
-            if proto != "PLAINTEXT":
-                raise ConfigError(f"listeners: {e.listener} uses {proto}; kraft supports PLAINTEXT only")
         if not self.voters and not self._values["controller.quorum.bootstrap.servers"]:
             raise ConfigError("controller.quorum.voters: required (id@host:port,...)")
         voter_ids = [v.node_id for v in self.voters]
@@ -304,8 +366,14 @@ class ServerConfig:
             if not self.broker_listeners:
                 raise ConfigError("listeners: a broker needs a listener that is not a controller listener")
             ibl = self._values["inter.broker.listener.name"]
+            if ibl and "security.inter.broker.protocol" in self.originals:
+                raise ConfigError("inter.broker.listener.name and security.inter.broker.protocol: set one, "
+                                  "not both")
             if ibl and not self.listener(ibl.upper()):
                 raise ConfigError(f"inter.broker.listener.name: {ibl} is not among the listeners")
+            sibp = self.originals.get("security.inter.broker.protocol")
+            if sibp and not self.listener(sibp.strip().upper()):
+                raise ConfigError(f"security.inter.broker.protocol: no listener is named {sibp.strip()}")
         if self._values["controller.quorum.engine"] == "pysyncobj" and not self._values[
                 "controller.quorum.pysyncobj.password"]:
             raise ConfigError("controller.quorum.pysyncobj.password: required with "
@@ -319,6 +387,13 @@ class ServerConfig:
         values: dict[str, Any] = {}
         for name, raw in merged.items():
             key = KEYS.get(name)
+            if key is None and name.startswith("listener.name."):
+                key = _listener_key(name)
+                if key is not None:  # read from originals by kraft.security.config
+                    problem = key.validate(_convert(key, raw)) if key.validate else None
+                    if problem:
+                        raise ConfigError(f"{name}: {raw!r} {problem}")
+                    continue
             if key is None:
                 if name in ACCEPTED_AND_IGNORED:
                     continue

@@ -18,6 +18,9 @@ from kraft.properties import PropertiesError, read_properties, write_properties
 from kraft.server_config import ServerConfig
 
 META_PROPERTIES = "meta.properties"
+# Records an active controller writes first into an empty metadata log (Kafka's name and
+# format: a checkpoint file of record batches between snapshot header and footer).
+BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 
 
 class StorageError(RuntimeError):
@@ -76,8 +79,11 @@ def read_meta(directory: Path) -> MetaProperties | None:
         raise StorageError(f"{path}: unreadable meta.properties ({exc})") from None
 
 
-def format_storage(config: ServerConfig, cluster_id: str, *, ignore_formatted: bool = False) -> list[Path]:
-    """Write meta.properties into every storage directory; returns the directories written.
+def format_storage(config: ServerConfig, cluster_id: str, *, ignore_formatted: bool = False,
+                   bootstrap_records=()) -> list[Path]:
+    """Write meta.properties into every storage directory, and ``bootstrap_records``
+    (``--add-scram``'s credentials) into the metadata log directory's bootstrap.checkpoint;
+    returns the directories written.
 
     Refuses (StorageError) when any directory is already formatted, unless
     ``ignore_formatted``, in which case formatted directories are left untouched.
@@ -103,8 +109,24 @@ def format_storage(config: ServerConfig, cluster_id: str, *, ignore_formatted: b
             raise StorageError(f"cannot create {d}: {exc.strerror}") from None
         meta = MetaProperties(cluster_id, config.node_id, new_uuid_string())
         write_properties(d / META_PROPERTIES, meta.to_properties(), header=None)
+        if bootstrap_records and d == Path(config.metadata_log_dir):
+            from kraft.raft.record_codec import encode_snapshot
+            from metadata import serde
+
+            (d / BOOTSTRAP_CHECKPOINT).write_bytes(encode_snapshot(serde.encode_all(bootstrap_records)))
         written.append(d)
     return written
+
+
+def read_bootstrap_records(config: ServerConfig) -> list:
+    """The records of the metadata log directory's bootstrap.checkpoint (none without one)."""
+    path = Path(config.metadata_log_dir) / BOOTSTRAP_CHECKPOINT
+    if not path.exists():
+        return []
+    from kraft.raft.record_codec import decode_snapshot
+    from metadata import serde
+
+    return serde.decode_all(decode_snapshot(path.read_bytes()))
 
 
 def check_storage(config: ServerConfig) -> str:

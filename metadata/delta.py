@@ -20,6 +20,7 @@ from metadata.image import (
     TopicImage,
     frozen_map,
 )
+from kraft.security.scram import ScramCredential
 from metadata.serde import MetadataRecord
 
 _DELETED = object()
@@ -49,6 +50,7 @@ class MetadataDelta:
         self._topics: dict[uuid.UUID, object] = {}  # id -> _TopicChange | _DELETED
         self._configs: dict[tuple[int, str], object] = {}  # key -> dict | _DELETED
         self._next_producer_id: int | None = None
+        self._scram: dict[tuple[str, int], object] = {}  # (user, mechanism) -> credential | _DELETED
         self.changed_partitions: set[tuple[uuid.UUID, int]] = set()
 
     # -- reading through the delta
@@ -174,6 +176,16 @@ class MetadataDelta:
             return self.image.next_producer_id
         return self._next_producer_id
 
+    def _scram_credential(self, d):
+        self._scram[(d["name"], d["mechanism"])] = ScramCredential(
+            d["salt"], d["stored_key"], d["server_key"], d["iterations"])
+
+    def _remove_scram_credential(self, d):
+        key = (d["name"], d["mechanism"])
+        if self._scram.get(key, self.image.scram_credentials.get(key)) in (None, _DELETED):
+            raise ReplayError(f"RemoveUserScramCredentialRecord for a credential that does not exist: {key}")
+        self._scram[key] = _DELETED
+
     def _ignore(self, d):
         pass
 
@@ -216,6 +228,8 @@ class MetadataDelta:
             fields["configs"] = frozen_map(configs)
         if self._next_producer_id is not None:
             fields["next_producer_id"] = self._next_producer_id
+        if self._scram:
+            fields["scram_credentials"] = _merged(img.scram_credentials, self._scram)
         return replace(img, **fields)
 
 
@@ -244,11 +258,12 @@ _HANDLERS = {
     "FeatureLevelRecord": MetadataDelta._feature_level,
     "ProducerIdsRecord": MetadataDelta._producer_ids,
     "NoOpRecord": MetadataDelta._ignore,
-    # Valid metadata that kraft does not model yet (ACLs, quotas, SCRAM credentials,
-    # delegation tokens, metadata transactions): replayed as no-ops, absent from snapshots.
+    "UserScramCredentialRecord": MetadataDelta._scram_credential,
+    "RemoveUserScramCredentialRecord": MetadataDelta._remove_scram_credential,
+    # Valid metadata that kraft does not model yet (ACLs, quotas, delegation tokens,
+    # metadata transactions): replayed as no-ops, absent from snapshots.
     **{name: MetadataDelta._ignore for name in (
-        "AccessControlEntryRecord", "RemoveAccessControlEntryRecord", "ClientQuotaRecord",
-        "UserScramCredentialRecord", "RemoveUserScramCredentialRecord", "DelegationTokenRecord",
+        "AccessControlEntryRecord", "RemoveAccessControlEntryRecord", "ClientQuotaRecord", "DelegationTokenRecord",
         "RemoveDelegationTokenRecord", "BeginTransactionRecord", "EndTransactionRecord",
         "AbortTransactionRecord",
     )},

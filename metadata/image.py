@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Iterator, Mapping
 
+from kraft.security.scram import ScramCredential
 from metadata.serde import MetadataRecord, make
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -231,6 +232,8 @@ class MetadataImage:
     topics_by_name: Mapping[str, TopicImage] = field(default_factory=lambda: EMPTY_MAP)
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: EMPTY_MAP)
     next_producer_id: int = 0
+    # SCRAM credentials: (user, Kafka's mechanism type) -> credential (never a password)
+    scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: EMPTY_MAP)
 
     # -- queries
 
@@ -279,6 +282,9 @@ class MetadataImage:
             for key, value in sorted(self.configs[(resource_type, resource_name)].items()):
                 out.append(make("ConfigRecord", resource_type=resource_type,
                                 resource_name=resource_name, name=key, value=value))
+        for (user, mechanism), c in sorted(self.scram_credentials.items()):
+            out.append(make("UserScramCredentialRecord", name=user, mechanism=mechanism, salt=c.salt,
+                            stored_key=c.stored_key, server_key=c.server_key, iterations=c.iterations))
         if self.next_producer_id:
             out.append(make("ProducerIdsRecord", broker_id=-1, broker_epoch=-1,
                             next_producer_id=self.next_producer_id))

@@ -15,12 +15,15 @@ from kraft.local_cluster import LocalCluster
 from kraft.trio_run import run_trio
 
 
-def request(host: str, port: int, api: str, version: int, body: dict, timeout_s: float = 5.0) -> dict:
-    """One request with kraft's own client, from synchronous test code."""
+def request(host: str, port: int, api: str, version: int, body: dict, timeout_s: float = 5.0,
+            security=None) -> dict:
+    """One request with kraft's own client, from synchronous test code (``security``: a
+    ClientSecurity for a TLS or SASL listener)."""
 
     async def main():
         async with trio.open_nursery() as nursery:
-            client = KafkaClient(nursery, connect_timeout_s=timeout_s)
+            client = KafkaClient(nursery, connect_timeout_s=timeout_s,
+                                 **({"security": security} if security is not None else {}))
             try:
                 return await client.request(host, port, api, version, body, timeout_s=timeout_s)
             finally:
@@ -33,8 +36,9 @@ def request(host: str, port: int, api: str, version: int, body: dict, timeout_s:
 def describe_quorum(cluster: LocalCluster, node_id: int) -> dict | None:
     node = cluster.nodes[node_id]
     body = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
+    security = cluster.security.client_security("CONTROLLER") if getattr(cluster, "security", None) else None
     try:
-        resp = request(node.host, node.controller_port, "DescribeQuorum", 0, body, timeout_s=2)
+        resp = request(node.host, node.controller_port, "DescribeQuorum", 0, body, timeout_s=2, security=security)
     except NodeUnavailable:
         return None
     return resp["topics"][0]["partitions"][0]
@@ -93,10 +97,12 @@ def wait_cluster_ready(cluster: LocalCluster) -> LocalCluster:
     wait_until(lambda: active_controller(cluster), what="an active controller")
     count = len(cluster.brokers)
 
+    security = cluster.security.client_security() if getattr(cluster, "security", None) else None
+
     def unfenced():
         for b in cluster.brokers:
             try:
-                md = request(b.host, b.broker_port, "Metadata", 12, {"topics": []})
+                md = request(b.host, b.broker_port, "Metadata", 12, {"topics": []}, security=security)
             except NodeUnavailable:
                 return False
             if len(md["brokers"]) != count:

@@ -144,6 +144,11 @@ def error_response(api: str, body: dict, code: ErrorCode, message: str | None = 
         ]}
     if api == "ElectLeaders":
         return {"error_code": code, "replica_election_results": []}
+    if api == "AlterUserScramCredentials":
+        users = dict.fromkeys(i["name"] for i in body["deletions"] + body["upsertions"])
+        return {"results": [{"user": u, "error_code": code, "error_message": message} for u in users]}
+    if api == "DescribeUserScramCredentials":
+        return {"error_code": code, "error_message": message, "results": []}
     if api in ("UnregisterBroker", "ControllerRegistration"):
         return {"error_code": code, "error_message": message}
     # AlterPartition, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds

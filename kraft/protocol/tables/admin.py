@@ -211,4 +211,46 @@ request 0-1 flex=none
 response 0-1 flex=none
   ErrorCode int16 0+
   Mechanisms []string 0+
+api SaslAuthenticate 36
+request 0-2 flex=2+
+  AuthBytes bytes 0+
+response 0-2 flex=2+
+  ErrorCode int16 0+
+  ErrorMessage string 0+ null=0+
+  AuthBytes bytes 0+
+  SessionLifetimeMs int64 1+ default=0
+
+api DescribeUserScramCredentials 50
+request 0 flex=0+
+  Users []UserName 0+ null=0+
+    Name string 0+
+response 0 flex=0+
+  ThrottleTimeMs int32 0+
+  ErrorCode int16 0+
+  ErrorMessage string 0+ null=0+
+  Results []DescribeUserScramCredentialsResult 0+
+    User string 0+
+    ErrorCode int16 0+
+    ErrorMessage string 0+ null=0+
+    CredentialInfos []CredentialInfo 0+
+      Mechanism int8 0+
+      Iterations int32 0+
+
+api AlterUserScramCredentials 51
+request 0 flex=0+
+  Deletions []ScramCredentialDeletion 0+
+    Name string 0+
+    Mechanism int8 0+
+  Upsertions []ScramCredentialUpsertion 0+
+    Name string 0+
+    Mechanism int8 0+
+    Iterations int32 0+
+    Salt bytes 0+
+    SaltedPassword bytes 0+
+response 0 flex=0+
+  ThrottleTimeMs int32 0+
+  Results []AlterUserScramCredentialsResult 0+
+    User string 0+
+    ErrorCode int16 0+
+    ErrorMessage string 0+ null=0+
 """
