@@ -21,7 +21,10 @@ Choices, following modern Kafka (2.5+, KIP-360) where it matters:
   with UNKNOWN_PRODUCER_ID: its state may have been removed by retention or expiry, and
   the leader cannot tell that apart from a truly new producer.  So the first batch of an
   unknown producer is NEW whatever its sequence.
-* The duplicate check comes before the epoch and sequence checks, as in Kafka.
+* The duplicate check comes before the epoch and sequence checks, as in Kafka.  Unlike
+  Kafka, a transactional batch repeats only a batch of the producer's *ongoing*
+  transaction: one that repeats a batch of an ended transaction is OUT_OF_ORDER_SEQUENCE
+  (see ``_check_one``), so a producer that reused aborted sequences hears of it.
 * Follower appends and recovery (``update`` / ``truncate_and_reload``) never validate:
   the leader already did, and a follower must copy the leader's log as it is.
 
@@ -356,6 +359,14 @@ class ProducerStateManager:
         pid, epoch, first_seq = batch.producer_id, batch.producer_epoch, batch.base_sequence
         if not batch.is_control:
             dup = entry.find_duplicate(epoch, first_seq, batch.last_sequence)
+            if dup is not None and batch.is_transactional and not (
+                    0 <= entry.current_txn_first_offset <= dup.first_offset):
+                # The batch it repeats belongs to a transaction that has ended since: no
+                # retry of the producer's waits on it.  A producer that sends those
+                # sequences again has rewound them (librdkafka does after purging a
+                # possibly-written message in abort_transaction); "duplicate" would
+                # acknowledge its new records at the aborted ones' offsets, and lose them.
+                dup = None
             if dup is not None:
                 return CheckResult(Verdict.DUPLICATE, dup.first_offset, dup.last_offset,
                                    f"producer {pid} epoch {epoch} sequences {first_seq}.."

@@ -194,3 +194,22 @@ def test_replay_reports_the_aborted_transactions_for_the_txnindex(cut):
     assert aborted == [(1, 0, 3), (2, 2, 4)]
     _, aborted = replay(log, end_offset=[0, 3, 4, 5][cut])
     assert aborted == [(1, 0, 3), (2, 2, 4)][:max(cut - 1, 0)]
+
+
+def test_sequences_of_an_ended_transaction_sent_again_are_out_of_order_not_duplicates():
+    """Seen in a txn fault run: librdkafka purged a message it had sent (the leader was
+    killed), aborted, and gave the next transaction's first message the purged one's
+    sequence.  Acknowledging it as a duplicate put the new record at the aborted one's
+    offset: acknowledged, committed, never readable."""
+    state = ProducerStateManager()
+    state.update(data(1, 0, seq=0))
+    state.update(marker(1, 1), marker=COMMIT)
+    state.update(data(1, 2, seq=1))  # the sequence the producer will reuse
+    assert state.check(data(1, 9, seq=1)).verdict is Verdict.DUPLICATE  # a retry while it is ongoing
+    state.update(marker(1, 3), marker=ABORT)
+    result = state.check(data(1, 9, seq=1))
+    assert result.verdict is Verdict.OUT_OF_ORDER_SEQUENCE_NUMBER, result
+    assert state.check(data(1, 9, seq=2)).verdict is Verdict.NEW  # sequences that go on are fine
+    # an idempotent (non-transactional) producer's retries are unchanged
+    state.update(data(5, 10, seq=0, txn=False))
+    assert state.check(data(5, 11, seq=0, txn=False)).verdict is Verdict.DUPLICATE
