@@ -61,6 +61,7 @@ class NodeSpec:
     controller_port: int | None
     directory: Path
     process: subprocess.Popen | None = field(default=None, repr=False)
+    metrics_port: int | None = None  # kraft.metrics.port: Prometheus metrics over HTTP
 
     @property
     def config_path(self) -> Path:
@@ -81,6 +82,10 @@ class NodeSpec:
     @property
     def is_controller(self) -> bool:
         return "controller" in self.roles
+
+    @property
+    def metrics_url(self) -> str | None:
+        return f"http://{self.host}:{self.metrics_port}/metrics" if self.metrics_port else None
 
     @property
     def running(self) -> bool:
@@ -114,7 +119,7 @@ class LocalCluster:
                     next_port += 1
             controller_port = free_port(h) if "controller" in roles else None
             self.nodes[node_id] = NodeSpec(node_id, roles, h, broker_port, controller_port,
-                                           self.base_dir / f"node{node_id}")
+                                           self.base_dir / f"node{node_id}", metrics_port=free_port(h))
 
     # -- layout -------------------------------------------------------------------------
 
@@ -155,6 +160,8 @@ class LocalCluster:
             "transaction.state.log.replication.factor": str(min(3, len(self.brokers))),
             "transaction.state.log.min.isr": str(min(2, len(self.brokers))),
             "transaction.state.log.num.partitions": "10",
+            "kraft.metrics.host": node.host,
+            "kraft.metrics.port": str(node.metrics_port),
         }
         props.update(self.overrides)
         return props
