@@ -94,8 +94,9 @@ class Node:
         self.lifecycle: BrokerLifecycle | None = None
         self.driver: RaftDriver | None = None
         self.ready = trio.Event()  # the broker serves clients (Kafka: request processing enabled)
-        # What kraft.metrics.exporter reads at scrape time (kraft.metrics.port)
-        self.request_metrics = RequestMetrics()
+        # What kraft.metrics.exporter reads at scrape time; with kraft.metrics.port unset,
+        # connections time nothing (the broker's own counters are a few integers anyway).
+        self.request_metrics = RequestMetrics() if config["kraft.metrics.port"] else None
         self.data_path: DataPath | None = None
         self.groups: GroupCoordinatorService | None = None
 
