@@ -138,3 +138,22 @@ def test_every_node_serves_metrics_that_follow_the_load(cluster):
     assert all(r[1] == "b+c" for r in rows), out.stdout
     assert sum(r[2] == "active" for r in rows) == 1, out.stdout
     assert "3/3 nodes answering" in out.stdout
+
+
+def test_top_finds_separate_controllers_and_brokers(make_cluster):
+    cluster = start_cluster(make_cluster(controllers=1, brokers=2, overrides=fast_overrides()))
+    controller = cluster.controllers[0]
+    out = subprocess.run([sys.executable, "-m", "cli.main", "top", "--bootstrap-server", cluster.bootstrap_servers,
+                          "--bootstrap-controller", f"{controller.host}:{controller.controller_port}",
+                          "--once", "--interval", "0.5"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    rows = {r[0]: r for r in (line.split() for line in out.stdout.splitlines()[2:-1])}
+    assert sorted(rows) == ["1", "2", "3"], out.stdout
+    assert rows["1"][1:4] == ["c", "active", "leader"], out.stdout
+    for broker in ("2", "3"):
+        # a broker-only node has no controller metrics, and follows the quorum as an observer
+        assert rows[broker][1:4] == ["b", "-", "observer"], out.stdout
+    # The controller-only node serves no broker families: no broker metrics to make up.
+    samples = scrape(controller)
+    assert value(samples, ACTIVE) == 1
+    assert not any(name == URP for name, _ in samples)
