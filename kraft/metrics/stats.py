@@ -63,6 +63,17 @@ class Histogram:
         self.count += 1
         self.sum += value
 
+    def rotate_if_due(self, now: float) -> None:
+        """``observe``'s window check alone, for a caller that then ``add``s several values."""
+        if now - self._cur_start >= self._window:
+            self._rotate(now)
+
+    def add(self, value: float) -> None:
+        """``observe`` without the window check (``rotate_if_due`` was called just before)."""
+        self._cur[bisect_left(self.bounds, value)] += 1
+        self.count += 1
+        self.sum += value
+
     def _rotate(self, now: float) -> None:
         if now - self._cur_start >= 2 * self._window:
             self._prev = [0] * len(self._cur)  # nothing in the last window either
@@ -162,6 +173,11 @@ def _error_plan(api: str):
 
 def _count_errors(node, plan, out: dict) -> None:
     here, children = plan
+    if not children:  # the common leaf: a partition's error_code
+        code = node.get("error_code")
+        if code is not None:
+            out[code] = out.get(code, 0) + 1
+        return
     if here:
         code = node.get("error_code")
         if code is not None:
@@ -181,7 +197,7 @@ class ApiMetrics:
     """Kafka's ``kafka.network:type=RequestMetrics,request=<name>`` of one request name."""
 
     __slots__ = ("name", "requests", "errors", "total", "request_queue", "local", "remote",
-                 "response_queue", "response_send", "request_bytes", "_errors_plan")
+                 "response_queue", "response_send", "request_bytes", "_errors_plan", "_all")
 
     def __init__(self, name: str, api: str):
         self.name = name
@@ -195,10 +211,21 @@ class ApiMetrics:
         self.response_send = Histogram()
         self.request_bytes = Histogram(BYTES_BOUNDS)
         self._errors_plan = _error_plan(api)
+        self._all = (self.total, self.request_queue, self.local, self.remote, self.response_queue,
+                     self.response_send, self.request_bytes)
+
+    def rotate_if_due(self, now: float) -> None:
+        """Rotate the histograms' windows together (they were created together)."""
+        if now - self.total._cur_start >= self.total._window:
+            for h in self._all:
+                h._rotate(now)
 
     def count_errors(self, body: dict | None) -> None:
         if body is not None and self._errors_plan is not None:
-            _count_errors(body, self._errors_plan, self.errors)
+            try:
+                _count_errors(body, self._errors_plan, self.errors)
+            except (AttributeError, TypeError):  # a body the encoder filled in: never the request's cost
+                pass
 
     @property
     def histograms(self) -> dict[str, Histogram]:
@@ -216,24 +243,27 @@ class RequestTimer:
     sent.  ``remote`` is the part of the handler spent waiting for others (a fetch's long
     poll), which Kafka counts as remote time, not local."""
 
-    __slots__ = ("api", "received", "dequeued", "handled", "ready", "remote")
+    __slots__ = ("api", "received", "dequeued", "handled", "ready", "remote", "size")
 
-    def __init__(self, api: ApiMetrics, received: float, dequeued: float):
+    def __init__(self, api: ApiMetrics, received: float, dequeued: float, size: int):
         self.api = api
         self.received = received
         self.dequeued = dequeued
         self.handled = dequeued
         self.ready = dequeued
         self.remote = 0.0
+        self.size = size
 
     def done(self, sending: float, sent: float) -> None:
         api = self.api
-        api.total.observe((sent - self.received) * 1000, sent)
-        api.request_queue.observe((self.dequeued - self.received) * 1000, sent)
-        api.local.observe(max(self.handled - self.dequeued - self.remote, 0.0) * 1000, sent)
-        api.remote.observe((self.remote + self.ready - self.handled) * 1000, sent)
-        api.response_queue.observe((sending - self.ready) * 1000, sent)
-        api.response_send.observe((sent - sending) * 1000, sent)
+        api.rotate_if_due(sent)
+        api.total.add((sent - self.received) * 1000)
+        api.request_queue.add((self.dequeued - self.received) * 1000)
+        api.local.add(max(self.handled - self.dequeued - self.remote, 0.0) * 1000)
+        api.remote.add((self.remote + self.ready - self.handled) * 1000)
+        api.response_queue.add((sending - self.ready) * 1000)
+        api.response_send.add((sent - sending) * 1000)
+        api.request_bytes.add(self.size)
 
 
 # The request a connection's reader task is handling: a slot per connection, set once,
@@ -266,14 +296,15 @@ class RequestMetrics:
               dequeued: float) -> RequestTimer:
         name = api
         if api == "Fetch":
-            replica = body["replica_state"]["replica_id"] if version >= 15 else body.get("replica_id", -1)
+            replica = (body.get("replica_state") or {}).get("replica_id", -1) if version >= 15 \
+                else body.get("replica_id", -1)
             name = "FetchFollower" if replica is not None and replica >= 0 else "FetchConsumer"
         metrics = self.apis.get(name)
         if metrics is None:
             metrics = self.apis[name] = ApiMetrics(name, api)
-        metrics.requests[version] = metrics.requests.get(version, 0) + 1
-        metrics.request_bytes.observe(size, dequeued)
-        return RequestTimer(metrics, received, dequeued)
+        requests = metrics.requests
+        requests[version] = requests.get(version, 0) + 1
+        return RequestTimer(metrics, received, dequeued, size)
 
 
 def error_name(code: int) -> str:
