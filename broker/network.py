@@ -87,7 +87,8 @@ class KafkaConnection:
         self._timer_slot: list | None = None
 
     async def serve(self) -> None:
-        # The writer's queue holds encoded answers (bytes) and (request, Deferred) pairs.
+        # The writer's queue holds (answer, RequestTimer or None) pairs, the answer encoded
+        # (bytes) or a (request, Deferred) pair.
         send, receive = trio.open_memory_channel(PIPELINE_DEPTH)
         try:
             async with trio.open_nursery() as nursery:

@@ -78,6 +78,12 @@ def test_every_node_serves_metrics_that_follow_the_load(cluster):
     assert total(cluster, MESSAGES_IN, topic=TOPIC) == RECORDS
     assert total(cluster, MESSAGES_IN) >= RECORDS  # all topics: the unlabelled sample
     assert sum(produce_requests(scrape(n)) for n in nodes) > produce_before
+    for n in nodes:  # every Produce answered (acks=all: most of them deferred) was timed once
+        samples = scrape(n)
+        if produce_requests(samples):
+            assert value(samples, "kafka_network_requestmetrics_totaltimems_count", request="Produce") \
+                == produce_requests(samples)
+            assert value(samples, "kafka_network_requestmetrics_errors_total", request="Produce", error="NONE") > 0
     bytes_in = total(cluster, "kafka_server_brokertopicmetrics_bytesin_total", topic=TOPIC)
     assert bytes_in > RECORDS * 100  # record values alone are 100 bytes each
     # Followers replicate what the leaders took in: replication bytes in on the followers.
