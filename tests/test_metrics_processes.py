@@ -4,6 +4,7 @@ and restarted, and the counters and gauges must say exactly what happened."""
 
 import subprocess
 import sys
+import time
 import urllib.request
 
 import pytest
@@ -56,6 +57,25 @@ def produce(cluster, count: int) -> None:
         producer.poll(0)
     assert producer.flush(60) == 0
     assert failed == [] and len(delivered) == count
+
+
+def consume_all_and_commit(cluster) -> None:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "metered-readers",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([TOPIC])
+    seen = 0
+    try:
+        deadline = time.monotonic() + 90
+        while seen < RECORDS and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=1):
+                if msg.error() is None:
+                    seen += 1
+        assert seen == RECORDS
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
 
 
 @pytest.fixture
@@ -133,6 +153,14 @@ def test_every_node_serves_metrics_that_follow_the_load(cluster):
     wait_until(none_under_replicated, timeout_s=90, what="no under-replicated partitions")
     assert total(cluster, "kafka_server_replicamanager_isrexpands_total") > expands_before
     assert total(cluster, ACTIVE) == 1
+
+    # A consumer group reads it all and commits: the coordinator counts the group and its
+    # offsets, and the leaders count the bytes consumers fetched.
+    consume_all_and_commit(cluster)
+    wait_until(lambda: total(cluster, "kafka_coordinator_group_groupmetadatamanager_numgroups") == 1
+               and total(cluster, "kafka_coordinator_group_groupmetadatamanager_numoffsets") == PARTITIONS,
+               timeout_s=30, what="one group with an offset per partition")
+    assert total(cluster, "kafka_server_brokertopicmetrics_bytesout_total", topic=TOPIC) >= bytes_in
 
     # kraftctl top finds every node through the cluster and prints a row for each.
     out = subprocess.run([sys.executable, "-m", "cli.main", "top", "--bootstrap-server",
