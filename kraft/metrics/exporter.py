@@ -232,6 +232,7 @@ def _add_unlabelled(family: Metric, value) -> None:
 def replica_manager_families(node):
     replicas = node.replicas
     partitions = list(replicas.partitions.items())
+    per_partition = node.config["kraft.metrics.partition.metrics.enable"]
     offline_dir = replicas.log_dir_error is not None
     leaders = under_replicated = under_min_isr = at_min_isr = offline = 0
     min_isr_of: dict[str, int] = {}
@@ -249,7 +250,7 @@ def replica_manager_families(node):
         labels = [topic, str(index)]
         plog = partition.log
         offline += offline_dir
-        if not plog.closed:
+        if per_partition and not plog.closed:
             size.add_metric(labels, plog.size_in_bytes)
             end.add_metric(labels, plog.log_end_offset)
             start.add_metric(labels, plog.log_start_offset)
@@ -259,13 +260,14 @@ def replica_manager_families(node):
             isr = len(st.isr)
             is_under = isr < len(st.replicas)
             under_replicated += is_under
-            urp.add_metric(labels, 1 if is_under else 0)
+            if per_partition:
+                urp.add_metric(labels, 1 if is_under else 0)
             min_isr = min_isr_of.get(topic)
             if min_isr is None:
                 min_isr = min_isr_of[topic] = replicas.min_insync_replicas(topic)
             under_min_isr += isr < min_isr
             at_min_isr += isr == min_isr
-        else:
+        elif per_partition:
             urp.add_metric(labels, 0)
     rm = replicas.stats
     for name, value, doc in (
@@ -288,7 +290,8 @@ def replica_manager_families(node):
         c = counter(f"kafka.server:type=ReplicaManager,name={name}", doc)
         c.add_metric([], value)
         yield c
-    yield from (size, end, start, segments, urp)
+    if per_partition:
+        yield from (size, end, start, segments, urp)
 
 
 def _metadata_families(node):
