@@ -19,6 +19,7 @@ from broker.replica_manager import ReplicaManager
 from kraft import clock
 from kraft.log import OffsetOutOfRangeError
 from kraft.log.errors import LogError, RecordTooLargeError
+from kraft.metrics.stats import note_remote_wait
 from kraft.protocol.error_codes import ErrorCode
 from kraft.records import CorruptRecordError, find_null_key, validate_payload
 from kraft.records.header import iter_batches
@@ -26,6 +27,19 @@ from kraft.records.header import iter_batches
 READ_COMMITTED = 1
 
 log = logging.getLogger(__name__)
+
+# Produce errors Kafka does not count as FailedProduceRequestsPerSec (its ReplicaManager
+# answers them without marking the meter); any other error on a partition counts.
+NOT_FAILED_PRODUCE = frozenset({
+    ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE,
+    ErrorCode.KAFKA_STORAGE_ERROR})
+# The same for FailedFetchRequestsPerSec.
+NOT_FAILED_FETCH = frozenset({
+    ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.REPLICA_NOT_AVAILABLE,
+    ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.OFFSET_OUT_OF_RANGE, ErrorCode.UNKNOWN_TOPIC_ID,
+    ErrorCode.INCONSISTENT_TOPIC_ID})
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -58,11 +72,21 @@ class DataPath:
                     "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "base_offset": -1,
                     "log_append_time_ms": -1, "log_start_offset": -1}
                 for topic in body["topic_data"] for pd in topic["partition_data"]}) if acks != 0 else None
+        stats = self.replicas.topic_stats
         for topic in body["topic_data"]:
             for pd in topic["partition_data"]:
                 key = (topic["name"], pd["index"])
                 result, wait = self._produce_partition(key, pd["records"], acks, deadline)
                 results[key] = result
+                # TotalProduceRequestsPerSec / FailedProduceRequestsPerSec: per partition, the
+                # topic's only for a topic hosted here (no series for names clients invent).
+                hosted = stats.topics.get(key[0])
+                failed = result["error_code"] not in NOT_FAILED_PRODUCE
+                stats.all.total_produce += 1
+                stats.all.failed_produce += failed
+                if hosted is not None:
+                    hosted.total_produce += 1
+                    hosted.failed_produce += failed
                 if wait is not None:
                     waits.append((key,) + wait)
         if acks == 0:
@@ -212,6 +236,7 @@ class DataPath:
                 partition.watch(wake)
             if session is not None:
                 session.wake = wake_quiet
+            waited_from = trio.current_time()
             try:
                 while total < min_bytes and (waiting or session is not None) and trio.current_time() < deadline:
                     with trio.move_on_at(deadline):
@@ -226,6 +251,7 @@ class DataPath:
                         waiting[partition] = entry
                         partition.watch(wake)
             finally:
+                note_remote_wait(trio.current_time() - waited_from)  # RemoteTimeMs, as Kafka's purgatory
                 for partition in waiting:
                     partition.unwatch(wake)
                 if session is not None and session.wake is wake_quiet:
@@ -250,6 +276,7 @@ class DataPath:
         now = clock.monotonic_ms()
         total = 0
         idle = {}  # partition -> entry: a long poll waits for them
+        stats = self.replicas.topic_stats
         for entry in entries:
             i, (topic, name, p) = entry
             partition = self.replicas.get(name, p["partition"]) if name else None
@@ -258,6 +285,22 @@ class DataPath:
                                         read_committed)
             data = resp.get("records") or b""
             total += len(data)
+            # TotalFetchRequestsPerSec per partition read; BytesOutPerSec for consumers,
+            # ReplicationBytesOutPerSec for followers (as Kafka's updateBytesOut).
+            topic_stats = partition.topic_stats if partition is not None else None
+            failed = resp["error_code"] not in NOT_FAILED_FETCH
+            stats.all.total_fetch += 1
+            stats.all.failed_fetch += failed
+            if topic_stats is not None:
+                topic_stats.total_fetch += 1
+                topic_stats.failed_fetch += failed
+            if data:
+                if is_follower:
+                    stats.replication_bytes_out += len(data)
+                else:
+                    stats.all.bytes_out += len(data)
+                    if topic_stats is not None:
+                        topic_stats.bytes_out += len(data)
             if partition is not None and not data and resp["error_code"] == 0:
                 idle[partition] = entry
             if session is not None and partition is not None:

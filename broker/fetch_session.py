@@ -154,6 +154,7 @@ class FetchSessionCache:
         # Registered with the partitions' owner (``ReplicaManager.change_sinks``): every
         # ``Partition.notify`` lands here, costing one lookup per follower session.
         self.changes = _ChangeSink(self._followers)
+        self.evictions = 0  # sessions closed to make room (IncrementalFetchSessionEvictionsPerSec)
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -193,6 +194,7 @@ class FetchSessionCache:
     def _open(self, follower: bool, by_topic_id: bool) -> FetchSession:
         while len(self._sessions) >= self.max_sessions:
             self._close(next(iter(self._sessions)))
+            self.evictions += 1
         session_id = next(self._ids) & 0x7FFFFFFF or next(self._ids)
         session = FetchSession(session_id, next_epoch(INITIAL_EPOCH), follower=follower,
                                by_topic_id=by_topic_id)
@@ -200,6 +202,12 @@ class FetchSessionCache:
         if follower:
             self._followers[session_id] = session
         return session
+
+    def cached(self) -> tuple[int, int]:
+        """(sessions, partitions they hold): Kafka's NumIncrementalFetchSessions and
+        NumIncrementalFetchPartitionsCached.  Safe from another thread (a copy first)."""
+        sessions = list(self._sessions.values())
+        return len(sessions), sum(len(s.partitions) for s in sessions)
 
     def _close(self, session_id: int) -> None:
         self._sessions.pop(session_id, None)

@@ -13,6 +13,8 @@ from typing import Callable
 
 import trio
 
+from kraft import clock
+
 from kraft.raft.messages import Batch, LeaderAndEpoch, OffsetAndEpoch
 from metadata import serde
 from metadata.delta import MetadataDelta
@@ -30,6 +32,10 @@ class MetadataListener:
         self.subscribers: list[ImageSubscriber] = []
         self.leader_subscribers: list[Callable[[LeaderAndEpoch], None]] = []
         self._changed = trio.Event()
+        # kafka.server:type=broker-metadata-metrics (kraft.metrics): when the last batch was
+        # applied (the metadata log carries no timestamps), and subscribers that failed.
+        self.last_applied_ms = -1
+        self.apply_errors = 0
 
     # -- RaftListener -------------------------------------------------------------------
 
@@ -62,10 +68,12 @@ class MetadataListener:
 
     def _publish(self, image: MetadataImage) -> None:
         previous, self.image = self.image, image
+        self.last_applied_ms = clock.wall_ms()
         for callback in self.subscribers:
             try:
                 callback(previous, image)
             except Exception:  # one subscriber's bug must not stop the metadata log
+                self.apply_errors += 1
                 log.exception("metadata subscriber failed at offset %d", image.offset)
         self._wake()
 

@@ -32,7 +32,8 @@ import errno
 import functools
 import logging
 import math
-from typing import Awaitable, Callable
+import time
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 import trio
 
@@ -41,6 +42,9 @@ from kraft.protocol import rpc
 from kraft.protocol.error_codes import ErrorCode
 from kraft.protocol.errors import ProtocolError, UnsupportedVersion
 from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder
+
+if TYPE_CHECKING:
+    from kraft.metrics.stats import RequestMetrics, RequestTimer
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +73,8 @@ class KafkaConnection:
 
     def __init__(self, stream: trio.abc.Stream, handler: Handler, *, supported=None,
                  max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, idle_timeout_s: float = math.inf,
-                 peer: str = "?", principal: str = "User:ANONYMOUS", authenticator=None):
+                 peer: str = "?", principal: str = "User:ANONYMOUS", authenticator=None,
+                 metrics: RequestMetrics | None = None):
         self.stream = stream
         self.handler = handler
         self.supported = supported  # api key -> Versions this node serves
@@ -83,13 +88,19 @@ class KafkaConnection:
         # Frames go to the SASL authenticator until it completes, then to _handle_frame.
         self._on_frame = self._handle_frame if authenticator is None else functools.partial(
             authenticator.frame, self)
+        # Request metrics (kraft.metrics): when the bytes being decoded arrived, and this
+        # task's slot for the timer of the request being handled.
+        self.metrics = metrics
+        self._received_at = 0.0
+        self._timer_slot: list | None = None
 
     def authenticated(self) -> None:
         """SASL is done: from now on every frame is an ordinary request."""
         self._on_frame = self._handle_frame
 
     async def serve(self) -> None:
-        # The writer's queue holds encoded answers (bytes) and (request, Deferred) pairs.
+        # The writer's queue holds (answer, RequestTimer or None) pairs, the answer encoded
+        # (bytes) or a (request, Deferred) pair.
         send, receive = trio.open_memory_channel(PIPELINE_DEPTH)
         try:
             async with trio.open_nursery() as nursery:
@@ -100,6 +111,8 @@ class KafkaConnection:
             await trio.aclose_forcefully(self.stream)
 
     async def _read_requests(self, answers: trio.MemorySendChannel) -> None:
+        if self.metrics is not None:
+            self._timer_slot = self.metrics.connection_slot()
         try:
             while True:
                 data = None
@@ -113,6 +126,7 @@ class KafkaConnection:
                     return
                 if not data:
                     return
+                self._received_at = time.monotonic()
                 self.decoder.receive_data(data)
                 while (payload := self.decoder.next_frame()) is not None:
                     if not await self._on_frame(payload, answers):
@@ -137,20 +151,34 @@ class KafkaConnection:
         except ProtocolError as exc:
             log.info("closing connection from %s: malformed %s: %s", self.peer, _describe(payload), exc)
             return False
+        timer = None
+        if self.metrics is not None:
+            now = time.monotonic()
+            timer = self.metrics.begin(request.api, request.version, request.body, len(payload),
+                                       min(self._received_at, now), now)
+            self._timer_slot[0] = timer
         try:
             body = await self.handler(request)
         except Exception as exc:  # a bug must cost this request, never the listener
             answer = self._failed(request, "handling", exc)
+            body = None
         else:
+            if timer is not None:
+                self._timer_slot[0] = None
+                timer.handled = timer.ready = time.monotonic()
             if body is None:
+                if timer is not None:  # acks=0: no answer to send
+                    timer.done(timer.ready, timer.ready)
                 return True
             if isinstance(body, Deferred):
-                await self._answer(answers, (request, body))
+                await self._answer(answers, (request, body), timer)
                 return True
             answer = self._encode(request, body)
         if answer is None:
             return False
-        await self._answer(answers, answer)
+        if timer is not None:
+            timer.api.count_errors(body)
+        await self._answer(answers, answer, timer)
         return True
 
     def _encode(self, request: rpc.Request, body: dict) -> bytes | None:
@@ -176,20 +204,24 @@ class KafkaConnection:
             log.exception("the error answer to %s v%d cannot be encoded", request.api, request.version)
             return None
 
-    async def _answer(self, answers: trio.MemorySendChannel, item: bytes | tuple) -> None:
+    async def _answer(self, answers: trio.MemorySendChannel, item: bytes | tuple,
+                      timer: RequestTimer | None = None) -> None:
         if self._unsent == 0 and isinstance(item, bytes):
             # Nothing ahead of it and nothing to wait for: send it from here, as a
             # one-request-at-a-time server would (the writer is idle: no interleaving).
+            sending = time.monotonic() if timer is not None else 0.0
             await self.stream.send_all(item)
+            if timer is not None:
+                timer.done(sending, time.monotonic())
             return
         self._unsent += 1
-        await answers.send(item)
+        await answers.send((item, timer))
 
     async def _write_answers(self, answers: trio.MemoryReceiveChannel,
                              connection: trio.CancelScope) -> None:
         try:
             async with answers:
-                async for item in answers:
+                async for item, timer in answers:
                     if not isinstance(item, bytes):
                         request, deferred = item
                         try:
@@ -198,10 +230,16 @@ class KafkaConnection:
                             item = self._failed(request, "handling", exc)
                         else:
                             item = self._encode(request, body)
+                            if timer is not None:
+                                timer.ready = time.monotonic()
+                                timer.api.count_errors(body)
                         if item is None:
                             connection.cancel()
                             return
+                    sending = time.monotonic() if timer is not None else 0.0
                     await self.stream.send_all(item)
+                    if timer is not None:
+                        timer.done(sending, time.monotonic())
                     self._unsent -= 1
         except _GONE:
             connection.cancel()  # the peer is gone: stop reading too
@@ -231,7 +269,8 @@ async def serve_kafka(handler: Handler, host: str, port: int, *, supported=None,
                       task_status=trio.TASK_STATUS_IGNORED,
                       max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
                       limits: ConnectionLimits = ConnectionLimits(),
-                      quotas: ConnectionQuotas | None = None, auth=None) -> None:
+                      quotas: ConnectionQuotas | None = None, auth=None,
+                      metrics: RequestMetrics | None = None) -> None:
     """Listen on host:port and serve Kafka connections until cancelled.
 
     ``task_status.started`` receives the bound port (useful with port 0).  ``quotas``: the
@@ -256,7 +295,7 @@ async def serve_kafka(handler: Handler, host: str, port: int, *, supported=None,
                 authenticator = auth.authenticator(principal)
             await KafkaConnection(stream, handler, supported=supported, max_frame_bytes=max_frame_bytes,
                                   idle_timeout_s=limits.idle_timeout_s, peer=peer, principal=principal,
-                                  authenticator=authenticator).serve()
+                                  authenticator=authenticator, metrics=metrics).serve()
         except Exception:  # the last guard: a connection's failure is never the listener's
             log.exception("connection from %s failed", peer)
         finally:

@@ -74,6 +74,10 @@ class Partition:
         self.on_change = None  # called by ``notify`` (the owner tells the replica fetchers)
         self._waiters: dict[int, list] = {}  # waiter id -> [event, error]
         self._waiting = waiting  # the owner's set of partitions with waiters (deadline checks)
+        # BrokerTopicMetrics (kraft.metrics.stats), set by the owner: this topic's and the
+        # broker's, counted per append (never per record).
+        self.topic_stats = None
+        self.broker_stats = None
 
     @property
     def name(self) -> str:
@@ -139,6 +143,8 @@ class Partition:
         """Append a validated produce payload (or a transaction marker the broker wrote):
         (first offset, last offset, completions)."""
         info = self.log.append(buf, assign_offsets=True, leader_epoch=self.state.leader_epoch)
+        if self.topic_stats is not None:  # MessagesInPerSec / BytesInPerSec, as Kafka after an append
+            self.topic_stats.appended(info.last_offset - info.first_offset + 1, len(buf))
         # The log patched ``buf`` in place: its headers now carry the assigned offsets.
         headers = self._update_producers(buf)
         completions = self.state.on_local_append(self.log.log_end_offset, headers)
@@ -167,6 +173,8 @@ class Partition:
     def append_as_follower(self, data: bytes) -> list:
         """Append fetched batches (offsets kept); returns their headers."""
         self.log.append(data, assign_offsets=False)
+        if self.broker_stats is not None:
+            self.broker_stats.replication_bytes_in += len(data)
         headers = self._update_producers(data)
         self.state.on_local_append(self.log.log_end_offset, headers)
         self.checkpoint_epochs()

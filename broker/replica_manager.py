@@ -48,6 +48,7 @@ from kraft.log import LogConfig, LogDir, OffsetCheckpointFile, REPLICATION_OFFSE
 from kraft.log.cleaner import LogCleaner
 from kraft.log.errors import LogConfigError
 from kraft.log.file_cache import SEGMENT_FILES
+from kraft.metrics.stats import BrokerTopicStats, ReplicaManagerStats
 from kraft.server_config import ServerConfig
 from kraft.storage import parse_uuid_string, read_meta
 from metadata.image import EMPTY_IMAGE, ConfigResourceType, MetadataImage
@@ -119,6 +120,8 @@ class ReplicaManager:
         self.txn_marker_listeners: list = []
         self.cleaner = LogCleaner()
         self._uncleanable: dict[tuple[str, int], Partition] = {}  # a pass failed: skipped
+        self.topic_stats = BrokerTopicStats()  # Kafka's BrokerTopicMetrics (kraft.metrics)
+        self.stats = ReplicaManagerStats()  # IsrShrinksPerSec, IsrExpandsPerSec, ...
 
     def on_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                       committed: bool) -> None:
@@ -311,6 +314,8 @@ class ReplicaManager:
                               high_watermark=hw, unsafe_ack_before_replication=self.unsafe_ack,
                               cleaner=self.cleaner, waiting=self._waiting)
         partition.on_change = self._changed
+        partition.topic_stats = self.topic_stats.attach(topic)
+        partition.broker_stats = self.topic_stats
         self.partitions[(topic, index)] = partition
         return partition
 
@@ -370,6 +375,7 @@ class ReplicaManager:
         self.cleaner.forget(partition.log)
         self._uncleanable.pop(key, None)
         self.log_dir.delete(key)
+        self.topic_stats.detach(key[0])  # as Kafka, a topic's series go with its last replica
         log.info("%s: replica removed and its log deleted", partition.name)
 
     # -- background work --------------------------------------------------------------

@@ -140,7 +140,8 @@ def cluster_command(controllers, brokers, data_dir, first_port, host, overrides,
         cluster.start_all()
         click.echo(f"kraft cluster {cluster.cluster_id}: {len(cluster.nodes)} nodes, data in {base}")
         for node in cluster.nodes.values():
-            click.echo(f"  node {node.node_id} ({','.join(node.roles)}): log {node.log_path}")
+            click.echo(f"  node {node.node_id} ({','.join(node.roles)}): log {node.log_path}, "
+                       f"metrics {node.metrics_url}")
         click.echo(f"bootstrap.servers={cluster.bootstrap_servers}")
         if cluster_security is not None:
             from pathlib import Path
@@ -152,6 +153,9 @@ def cluster_command(controllers, brokers, data_dir, first_port, host, overrides,
             click.echo(f"client properties (Java keys): {client_props}")
             for key, value in cluster_security.librdkafka_config().items():
                 click.echo(f"  librdkafka: {key}={value}")
+        click.echo(f"kraftctl top --bootstrap-server {cluster.bootstrap_servers.split(',')[0]}"
+                   + (f" --bootstrap-controller {cluster.controllers[0].host}:{cluster.controllers[0].controller_port}"
+                      if brokers else "") + "  (live per-node metrics)")
         click.echo("Ctrl-C stops the cluster.")
         while not stop:
             for node in cluster.nodes.values():
@@ -178,6 +182,7 @@ def _register_admin_commands() -> None:
     from cli.dump_log import dump_log_command
     from cli.groups import groups_command
     from cli.perf import perf_group
+    from cli.top import top_command
     from cli.topics import topics_command
     from cli.transactions import transactions_group
 
@@ -190,6 +195,7 @@ def _register_admin_commands() -> None:
     main.add_command(console_producer)
     main.add_command(console_consumer)
     main.add_command(dump_log_command)
+    main.add_command(top_command)
 
 
 _register_admin_commands()

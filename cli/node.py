@@ -31,6 +31,7 @@ from broker.txn.service import TransactionService
 from broker.replica_fetcher import ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from kraft.client import KafkaClient
+from kraft.metrics.stats import RequestMetrics
 from kraft.protocol import rpc
 from kraft.protocol.error_codes import ErrorCode
 from kraft.raft.config import RaftConfig
@@ -127,12 +128,27 @@ class Node:
         self.driver: RaftDriver | None = None
         self.ready = trio.Event()  # the broker serves clients (Kafka: request processing enabled)
         self.security = NodeSecurity(config)  # raises SecurityConfigError before anything starts
+        # What kraft.metrics.exporter reads at scrape time; with kraft.metrics.port unset,
+        # connections time nothing (the broker's own counters are a few integers anyway).
+        self.request_metrics = RequestMetrics() if config["kraft.metrics.port"] else None
+        self.data_path: DataPath | None = None
+        self.groups: GroupCoordinatorService | None = None
 
     def _own_host(self) -> str | None:
         hosts = {e.host for e in self.config.listeners if e.host}
         return hosts.pop() if len(hosts) == 1 and not hosts & {"0.0.0.0", "::"} else None
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        from kraft.metrics.exporter import serve_node_metrics
+
+        metrics_server = serve_node_metrics(self)
+        try:
+            await self._run(task_status)
+        finally:
+            if metrics_server is not None:
+                metrics_server.close()
+
+    async def _run(self, task_status) -> None:
         config = self.config
         async with trio.open_nursery() as nursery:
             # Separate connections per purpose, as Kafka keeps separate network clients: a
@@ -173,7 +189,7 @@ class Node:
                 await nursery.start(functools.partial(
                     serve_kafka, self._controller_request, endpoint.host or "0.0.0.0", endpoint.port,
                     max_frame_bytes=config["socket.request.max.bytes"],
-                    limits=ConnectionLimits.from_config(config),
+                    limits=ConnectionLimits.from_config(config), metrics=self.request_metrics,
                     auth=self.security.auth(endpoint.listener, lambda: controller.image.scram_credentials)))
                 nursery.start_soon(self.controller.run)
             if config.is_broker:
@@ -199,8 +215,9 @@ class Node:
         self.metadata.leader_subscribers.append(channel.on_leader_change)
         self.lifecycle = BrokerLifecycle(config, self.cluster_id, channel, self.metadata,
                                          offline_log_dirs=lambda: self.replicas.offline_log_dirs)
-        data = DataPath(self.replicas)
-        groups = GroupCoordinatorService(config.node_id, config, InternalTopicStore(self.replicas, OFFSETS_TOPIC))
+        data = self.data_path = DataPath(self.replicas)
+        groups = self.groups = GroupCoordinatorService(config.node_id, config,
+                                                       InternalTopicStore(self.replicas, OFFSETS_TOPIC))
         producer_ids = ProducerIdAllocator(channel, config.node_id, lambda: self.lifecycle.broker_epoch)
         inter_broker_listener = config.inter_broker_listener
         markers_client = client("txn-markers")
@@ -240,7 +257,8 @@ class Node:
             await nursery.start(functools.partial(
                 serve_kafka, functools.partial(api.handle, listener=endpoint.listener),
                 endpoint.host or "0.0.0.0", endpoint.port, supported=api.supported,
-                max_frame_bytes=config["socket.request.max.bytes"], limits=limits, quotas=quotas, auth=auth))
+                max_frame_bytes=config["socket.request.max.bytes"], limits=limits, quotas=quotas, auth=auth,
+                metrics=self.request_metrics))
         fetchers = ReplicaFetcherManager(config.node_id, self.replicas, client("replication"),
                                          inter_broker_listener,
                                          fetch_max_bytes=config["replica.fetch.response.max.bytes"],
@@ -309,6 +327,7 @@ class Node:
                     errors[(t["topic_id"], p["partition_index"])] = p["error_code"]
         for partition, proposal in proposals:
             error = errors.get((partition.topic_id, partition.index), ErrorCode.UNKNOWN_SERVER_ERROR)
+            self.replicas.stats.isr_update(proposal.kind.value, ok=not error)
             if error:
                 if resp is not None and not resp["error_code"]:
                     log.info("%s: ISR change %s -> %s refused: %s", partition.name, proposal.kind.value,
@@ -328,7 +347,7 @@ class Node:
 
             keys = sorted(rpc.API_KEYS[a] for a in ("ApiVersions", "Vote", "BeginQuorumEpoch",
                           "EndQuorumEpoch", "Fetch", "FetchSnapshot", "DescribeQuorum",
-                          "DescribeCluster")) + sorted(
+                          "DescribeCluster", "DescribeConfigs")) + sorted(
                 rpc.API_KEYS[a] for a in _controller_apis())
             return {"error_code": 0, "api_keys": [
                 {"api_key": k, "min_version": codec.versions_of(rpc.API_NAMES[k]).lo,
@@ -338,6 +357,11 @@ class Node:
         if api == "DescribeCluster":
             leader = self.driver.describe_quorum()["topics"][0]["partitions"][0]["leader_id"]
             return describe_controllers(request.body, self.cluster_id, self.voters, leader)
+        if api == "DescribeConfigs":  # a controller's own config (kafka-configs --bootstrap-controller)
+            from broker.config_defaults import describe_resource
+
+            return {"results": [describe_resource(self.config, self.controller.controller.image, res)
+                                for res in request.body["resources"]]}
         return await self.controller.handle(api, request.version, request.body)
 
     async def shutdown(self) -> None:

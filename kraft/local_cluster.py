@@ -62,6 +62,7 @@ class NodeSpec:
     directory: Path
     process: subprocess.Popen | None = field(default=None, repr=False)
     extra_ports: dict[str, int] = field(default_factory=dict)  # more broker listeners: name -> port
+    metrics_port: int | None = None  # kraft.metrics.port: Prometheus metrics over HTTP
 
     @property
     def config_path(self) -> Path:
@@ -82,6 +83,10 @@ class NodeSpec:
     @property
     def is_controller(self) -> bool:
         return "controller" in self.roles
+
+    @property
+    def metrics_url(self) -> str | None:
+        return f"http://{self.host}:{self.metrics_port}/metrics" if self.metrics_port else None
 
     @property
     def running(self) -> bool:
@@ -118,7 +123,7 @@ class LocalCluster:
                     next_port += 1
             controller_port = free_port(h) if "controller" in roles else None
             self.nodes[node_id] = NodeSpec(node_id, roles, h, broker_port, controller_port,
-                                           self.base_dir / f"node{node_id}")
+                                           self.base_dir / f"node{node_id}", metrics_port=free_port(h))
             if security is not None and "broker" in roles:
                 self.nodes[node_id].extra_ports = {name: free_port(h) for name in list(security.listener_protocols)[1:]}
         if security is not None:
@@ -169,6 +174,8 @@ class LocalCluster:
             "transaction.state.log.replication.factor": str(min(3, len(self.brokers))),
             "transaction.state.log.min.isr": str(min(2, len(self.brokers))),
             "transaction.state.log.num.partitions": "10",
+            "kraft.metrics.host": node.host,
+            "kraft.metrics.port": str(node.metrics_port),
         }
         if self.security is not None:
             props.update(self.security.properties())

@@ -166,6 +166,11 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("kraft.unsafe.ack.before.replication", "bool", False),
     _K("kraft.unsafe.read.committed.high.watermark", "bool", False),
     _K("kraft.log.open.files.max", "int", 1024, validate=_at_least(1)),
+    # Prometheus metrics over HTTP (kraft.metrics.exporter, docs/METRICS.md); port 0: off
+    _K("kraft.metrics.port", "int", 0,
+       validate=lambda v: None if 0 <= v <= 65535 else "must be a port (1-65535), or 0 for off"),
+    _K("kraft.metrics.host", "string", "0.0.0.0"),
+    _K("kraft.metrics.partition.metrics.enable", "bool", True),
 ]}
 
 # Keys of Kafka's sample server.properties (and common tuning keys) that kraft accepts and

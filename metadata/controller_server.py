@@ -44,6 +44,7 @@ class ControllerServer:
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = clock.monotonic_ms()
         self._snapshot_end = 0
+        self.metadata_errors = 0  # MetadataErrorCount: records that landed where we did not count
 
     # ------------------------------------------------------------------ RaftListener
 
@@ -105,6 +106,7 @@ class ControllerServer:
             self.controller.resign()
             return False
         if last != result.commit_offset:
+            self.metadata_errors += 1
             log.warning("controller %d: records landed at %d, expected %d; resigning",
                         self.node_id, last, result.commit_offset)
             self.controller.resign()

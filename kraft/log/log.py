@@ -66,6 +66,7 @@ from kraft.log.file_cache import SEGMENT_FILES, OpenFileCache
 from kraft.log.recovery import LoadResult, load_segments, remove_segment_files
 from kraft.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment, ReadResult
 from kraft.log.txn_index import AbortedTxn
+from kraft.metrics.stats import LOG_FLUSH_MS
 from kraft.records.header import BatchHeader
 
 
@@ -545,6 +546,7 @@ class Log:
         """fsync segment data and indexes below ``upto_offset`` (default: everything) and the
         directory, then advance the recovery point to that offset."""
         self._check_open()
+        started = time.monotonic()
         target = self._leo if upto_offset is None else min(upto_offset, self._leo)
         for seg in self._segments:
             if seg.base_offset >= target and seg.size:
@@ -553,6 +555,8 @@ class Log:
         self._sync_dir()
         self._recovery_point = max(self._recovery_point, target)
         self._last_flush_ms = self._now(now_ms)
+        done = time.monotonic()
+        LOG_FLUSH_MS.observe((done - started) * 1000, done)  # Kafka's LogFlushRateAndTimeMs
 
     def maybe_flush(self, now_ms: int | None = None) -> bool:
         """Apply the ``flush.ms`` policy; returns whether it flushed."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from dataclasses import dataclass
 from random import Random
 from typing import Protocol
@@ -26,6 +27,7 @@ import trio
 
 from kraft import clock
 from kraft.client import KafkaClient, NodeUnavailable
+from kraft.metrics.stats import RaftMetrics
 from kraft.raft import wire
 from kraft.raft.config import RaftConfig
 from kraft.raft.disk import RaftStorage
@@ -77,6 +79,7 @@ class RaftDriver:
         self.committed_offset = 0  # end offset of everything applied
         self.observers: dict[int, tuple[int, float]] = {}  # id -> (fetch offset, when)
         self.closed = False
+        self.metrics = RaftMetrics()  # kafka.server:type=raft-metrics (kraft.metrics)
 
     # ------------------------------------------------------------------ public API
 
@@ -100,6 +103,7 @@ class RaftDriver:
         """
         self._tick()
         result = self.node.propose(records)
+        self.metrics.proposed(result[0], time.monotonic())
         self._drain()
         return result
 
@@ -223,6 +227,12 @@ class RaftDriver:
         while self.node.has_ready():
             rd = self.node.ready()
             self._persist(rd)
+            if rd.entries:  # records appended: by this leader, or fetched from the leader
+                appended = sum(len(b.records) for b in rd.entries)
+                if self.node.is_leader:
+                    self.metrics.append_records += appended
+                else:
+                    self.metrics.fetch_records += appended
             for env in rd.messages + rd.messages_after_persist:
                 self._send(env)
             if rd.load_snapshot is not None:
@@ -232,6 +242,8 @@ class RaftDriver:
             for batch in rd.committed:
                 self.listener.handle_commit(batch)
                 self.committed_offset = batch.end_offset
+            if rd.committed:
+                self.metrics.committed(self.committed_offset, time.monotonic(), self.node.is_leader)
             if rd.leader_change is not None:
                 log.info("node %d: leader is now %s in epoch %d", self.config.node_id,
                          rd.leader_change.leader_id, rd.leader_change.epoch)
