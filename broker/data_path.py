@@ -12,7 +12,6 @@ import logging
 import trio
 
 from broker.fetch_session import FetchSessionCache
-from broker.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from broker.network import Deferred
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
@@ -80,13 +79,8 @@ class DataPath:
                 results[key] = result
                 # TotalProduceRequestsPerSec / FailedProduceRequestsPerSec: per partition, the
                 # topic's only for a topic hosted here (no series for names clients invent).
-                hosted = stats.topics.get(key[0])
-                failed = result["error_code"] not in NOT_FAILED_PRODUCE
-                stats.all.total_produce += 1
-                stats.all.failed_produce += failed
-                if hosted is not None:
-                    hosted.total_produce += 1
-                    hosted.failed_produce += failed
+                (stats.topics.get(key[0]) or stats.all).produce_request(
+                    result["error_code"] not in NOT_FAILED_PRODUCE)
                 if wait is not None:
                     waits.append((key,) + wait)
         if acks == 0:
@@ -288,12 +282,7 @@ class DataPath:
             # TotalFetchRequestsPerSec per partition read; BytesOutPerSec for consumers,
             # ReplicationBytesOutPerSec for followers (as Kafka's updateBytesOut).
             topic_stats = partition.topic_stats if partition is not None else None
-            failed = resp["error_code"] not in NOT_FAILED_FETCH
-            stats.all.total_fetch += 1
-            stats.all.failed_fetch += failed
-            if topic_stats is not None:
-                topic_stats.total_fetch += 1
-                topic_stats.failed_fetch += failed
+            (topic_stats or stats.all).fetch_request(resp["error_code"] not in NOT_FAILED_FETCH)
             if data:
                 if is_follower:
                     stats.replication_bytes_out += len(data)
@@ -373,13 +362,9 @@ class DataPath:
             max_offset = lso if read_committed else st.high_watermark
             resp.update(high_watermark=st.high_watermark, last_stable_offset=lso,
                         log_start_offset=partition.log.log_start_offset)
-            if p["last_fetched_epoch"] >= 0:
-                # As Kafka's readRecords: an epoch this log cannot place (newer than any it
-                # has), or an offset below the log start, is out of range before divergence.
-                epoch, end = st.epoch_cache.end_offset_for(p["last_fetched_epoch"], st.log_end_offset)
-                if epoch == UNDEFINED_EPOCH or end == UNDEFINED_EPOCH_OFFSET or fetch_offset < st.log_start_offset:
-                    return failed(ErrorCode.OFFSET_OUT_OF_RANGE)
-            diverging = st.diverging_epoch(fetch_offset, p["last_fetched_epoch"]) if p["last_fetched_epoch"] >= 0 else None
+            error, diverging = st.fetch_epoch_check(fetch_offset, p["last_fetched_epoch"])
+            if error != ErrorCode.NONE:
+                return failed(error)
             if diverging is not None:
                 resp["diverging_epoch"] = {"epoch": diverging.epoch, "end_offset": diverging.end_offset}
                 return resp

@@ -264,12 +264,23 @@ class PartitionState:
 
     def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> EpochEndOffset | None:
         """Whether a fetcher at ``(fetch_offset, last_fetched_epoch)`` diverged from this log."""
+        return self.fetch_epoch_check(fetch_offset, last_fetched_epoch, consumer=False)[1]
+
+    def fetch_epoch_check(self, fetch_offset: int, last_fetched_epoch: int, *,
+                          consumer: bool = True) -> tuple[ErrorCode, EpochEndOffset | None]:
+        """A Fetch naming its last fetched epoch, as Kafka's ``readRecords``: for a consumer,
+        an epoch this log cannot place (newer than any it has) or an offset below the log
+        start is OFFSET_OUT_OF_RANGE before any divergence check (a follower's fetch is
+        judged by divergence alone); else the diverging epoch, if any."""
         if last_fetched_epoch is None or last_fetched_epoch < 0:
-            return None
+            return ErrorCode.NONE, None
         epoch, end = self.epoch_cache.end_offset_for(last_fetched_epoch, self.log_end_offset)
+        if consumer and (epoch == UNDEFINED_EPOCH or end == UNDEFINED_EPOCH_OFFSET
+                             or fetch_offset < self.log_start_offset):
+            return ErrorCode.OFFSET_OUT_OF_RANGE, None
         if epoch < last_fetched_epoch or end < fetch_offset:
-            return EpochEndOffset(epoch, end)
-        return None
+            return ErrorCode.NONE, EpochEndOffset(epoch, end)
+        return ErrorCode.NONE, None
 
     # ---------------------------------------------------------------- produce
 

@@ -69,8 +69,7 @@ class MarkerChannel:
         for job, tp in items:
             if job not in self.remaining:
                 continue
-            topic = image.topic(tp[0])
-            reg = topic.partitions.get(tp[1]) if topic is not None else None
+            reg = _registration(image, tp)
             if reg is None:
                 self._written(job, tp)  # deleted: nothing to mark
                 continue
@@ -206,12 +205,13 @@ class MarkerChannel:
         broker = image.broker(broker_id)
         if broker is None or broker.fenced:
             return False
-        for _job, (name, index) in items:
-            topic = image.topic(name)
-            reg = topic.partitions.get(index) if topic is not None else None
-            if reg is not None and reg.leader == broker_id:
-                return True
-        return False
+        return any((reg := _registration(image, tp)) is not None and reg.leader == broker_id for _job, tp in items)
+
+
+def _registration(image, tp: tuple[str, int]):
+    """The partition's registration in ``image``; None when its topic or it is gone."""
+    topic = image.topic(tp[0])
+    return topic.partitions.get(tp[1]) if topic is not None else None
 
 
 def _marker(job: MarkerJob, tps: list[tuple[str, int]]) -> dict:

@@ -335,6 +335,18 @@ class TopicStats:
             p.messages_in += messages
             p.bytes_in += size
 
+    def produce_request(self, failed: bool) -> None:
+        """One partition of a Produce (Total/FailedProduceRequestsPerSec), here and in all topics'."""
+        for s in (self, self.parent) if self.parent is not None else (self,):
+            s.total_produce += 1
+            s.failed_produce += failed
+
+    def fetch_request(self, failed: bool) -> None:
+        """One partition of a Fetch (Total/FailedFetchRequestsPerSec), here and in all topics'."""
+        for s in (self, self.parent) if self.parent is not None else (self,):
+            s.total_fetch += 1
+            s.failed_fetch += failed
+
 
 class BrokerTopicStats:
     """Per-topic stats of the topics this broker hosts, and the all-topics ones."""
