@@ -48,6 +48,7 @@ from kraft.log import LogConfig, LogDir, OffsetCheckpointFile, REPLICATION_OFFSE
 from kraft.log.cleaner import LogCleaner
 from kraft.log.errors import LogConfigError
 from kraft.log.file_cache import SEGMENT_FILES
+from kraft.loop_watchdog import release_frozen
 from kraft.metrics.stats import BrokerTopicStats, ReplicaManagerStats
 from kraft.server_config import ServerConfig
 from kraft.storage import parse_uuid_string, read_meta
@@ -275,6 +276,7 @@ class ReplicaManager:
             if old_topic is topic:
                 continue  # images share unchanged topics: its replicas are as applied before
             changed.add(topic.name)
+            topic_config = None  # the topic's LogConfig, worked out once for all its new replicas
             for index, reg in topic.partitions.items():
                 if self.broker_id not in reg.replicas:
                     continue
@@ -286,16 +288,21 @@ class ReplicaManager:
                     self._remove(key)  # a deleted and re-created topic of the same name
                     partition = None
                 if partition is None:
-                    partition = self._open(topic.name, index, topic.id)
+                    if topic_config is None:
+                        topic_config = self._log_config(topic.name)
+                    partition = self._open(topic.name, index, topic.id, topic_config)
                     old_reg = None
                 if old_reg == reg:
                     continue
                 self._apply(partition, reg, clock.monotonic_ms())
                 yield
         topics = image.topics_by_name
-        for key in [k for k in self.partitions if k[0] not in topics or (k[0] in changed and k not in wanted)]:
+        removed = [k for k in self.partitions if k[0] not in topics or (k[0] in changed and k not in wanted)]
+        for key in removed:
             self._remove(key)
             yield
+        if removed:
+            release_frozen()  # the removed replicas may be frozen (kraft.loop_watchdog)
         if image.configs is not previous.configs:
             self._update_log_configs(previous, image)
         self._wake_fetchers()
@@ -304,8 +311,7 @@ class ReplicaManager:
         self.followers_changed.set()
         self.followers_changed = trio.Event()
 
-    def _open(self, topic: str, index: int, topic_id) -> Partition:
-        config = self._log_config(topic)
+    def _open(self, topic: str, index: int, topic_id, config: LogConfig) -> Partition:
         plog = self.log_dir.get_or_create((topic, index), config)
         if plog.config != config:  # a log found on disk at startup opened with defaults
             plog.update_config(config)

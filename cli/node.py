@@ -38,6 +38,7 @@ from kraft.raft.config import RaftConfig
 from kraft.raft.disk import RaftStorage
 from kraft.raft.driver import PeerAddress, RaftDriver
 from kraft.security.config import PLAINTEXT_CLIENT, listener_security, node_client_security
+from kraft.loop_watchdog import LoopWatchdog
 from kraft.server_config import ServerConfig
 from kraft.storage import read_bootstrap_records
 from kraft.trio_run import run_trio
@@ -131,6 +132,7 @@ class Node:
         # What kraft.metrics.exporter reads at scrape time; with kraft.metrics.port unset,
         # connections time nothing (the broker's own counters are a few integers anyway).
         self.request_metrics = RequestMetrics() if config["kraft.metrics.port"] else None
+        self.watchdog = LoopWatchdog(freeze=config["kraft.gc.freeze.enable"])
         self.data_path: DataPath | None = None
         self.groups: GroupCoordinatorService | None = None
 
@@ -151,6 +153,7 @@ class Node:
     async def _run(self, task_status) -> None:
         config = self.config
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.watchdog.run)
             # Separate connections per purpose, as Kafka keeps separate network clients: a
             # server answers one connection's requests in order, so a heartbeat waiting for a
             # commit must never queue behind (or in front of) the Raft fetches that commit it.
