@@ -52,8 +52,7 @@ class _IndexFile:
 
     def reset(self) -> None:
         """Empty the index (file and memory), before a rebuild."""
-        with open(self.path, "wb"):
-            pass
+        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
         self._clear()
         self.loaded = True
         self._persisted = 0

@@ -131,16 +131,23 @@ class Log:
             OSError: the directory or its files cannot be read or written.
         """
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True)
+            fresh = True  # nothing to load or recover: a broker creating 20,000 replicas skips it
+        except FileExistsError:
+            fresh = False
         config = config or LogConfig()
         clock = clock or wall_clock_ms
         now = clock()
-        result = load_segments(directory, config, now, recovery_point=recovery_point,
-                               had_clean_shutdown=had_clean_shutdown, files=files)
+        if fresh:
+            result = LoadResult([])
+        else:
+            result = load_segments(directory, config, now, recovery_point=recovery_point,
+                                   had_clean_shutdown=had_clean_shutdown, files=files)
         created = not result.segments
         if created:
             result.segments.append(LogSegment.create(directory, log_start_offset or 0, config, now,
-                                                     files=files))
+                                                     files=files, fresh=fresh))
         segments = result.segments
         leo = segments[-1].next_offset()
         lso = max(log_start_offset or 0, segments[0].base_offset)

@@ -89,17 +89,22 @@ class LogSegment:
     # -- construction ----------------------------------------------------------------
     @classmethod
     def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int,
-               suffix: str = "", files: OpenFileCache | None = SEGMENT_FILES) -> LogSegment:
+               suffix: str = "", files: OpenFileCache | None = SEGMENT_FILES,
+               fresh: bool = False) -> LogSegment:
         """A new, empty segment (any stale files of that name are emptied).  ``suffix``
         (e.g. ``.cleaned``) is appended to every file name: the log cleaner's scratch
-        segments.  ``files`` is the cache holding its descriptor (None: uncached)."""
+        segments.  ``files`` is the cache holding its descriptor (None: uncached).
+        ``fresh``: the directory was just created, so there is no stale file to remove."""
         seg = cls(directory, base_offset, config, now_ms, 0, suffix, files)
         seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         if files is not None:
             files.opened(seg)
         seg.offset_index.reset()
         seg.time_index.reset()
-        seg.txn_index.reset()
+        if fresh:  # a transaction index file exists only once it has entries
+            seg.txn_index.known_empty()
+        else:
+            seg.txn_index.reset()
         seg.needs_fsync = True
         return seg
 

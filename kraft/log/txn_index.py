@@ -119,6 +119,10 @@ class TransactionIndex:
         self._entries = []
         self.needs_fsync = False
 
+    def known_empty(self) -> None:
+        """A new segment in a new directory: no file, nothing to read."""
+        self._entries = []
+
     def truncate_to(self, offset: int) -> None:
         """Drop the entries of markers at or after ``offset``."""
         kept = [e for e in self.entries if e.last_offset < offset]
