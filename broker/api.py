@@ -9,6 +9,7 @@ import trio
 
 from broker.controller_channel import ControllerChannel, ControllerUnavailable
 from broker.data_path import DataPath
+from broker.delete_records import delete_records
 from broker.describe_producers import describe_producers
 from broker.metadata_listener import MetadataListener
 from broker.producer_ids import ProducerIdAllocator, ProducerIdError
@@ -30,10 +31,12 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "AlterConfigs": (0, 2), "IncrementalAlterConfigs": (0, 1), "InitProducerId": (0, 5), "DescribeCluster": (0, 1),
     "DescribeQuorum": (0, 2), "DescribeLogDirs": (0, 4), "WriteTxnMarkers": (0, 1), "DescribeProducers": (0, 0),
     "DescribeUserScramCredentials": (0, 0), "AlterUserScramCredentials": (0, 0),
+    "DeleteRecords": (0, 2), "ElectLeaders": (0, 2), "UnregisterBroker": (0, 0),
 }
 # Describe too: answered from the controller's image, it sees a change the moment it commits.
 FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "AlterConfigs",
-             "DescribeQuorum", "DescribeUserScramCredentials", "AlterUserScramCredentials"}
+             "DescribeQuorum", "DescribeUserScramCredentials", "AlterUserScramCredentials",
+             "ElectLeaders", "UnregisterBroker"}
 # Answered before the broker is ready: clients send it first, and it tells only what this
 # broker speaks, which is true from the start.  Everything else waits for readiness.
 ANSWERED_BEFORE_READY = frozenset({"ApiVersions"})
@@ -112,6 +115,8 @@ class BrokerApi:
             return {"error_code": 0, "results": results}
         if api == "DescribeProducers":
             return describe_producers(self.data.replicas, body)
+        if api == "DeleteRecords":
+            return await delete_records(self.data.replicas, body)
         if api == "InitProducerId":
             return await self.init_producer_id(body, version)
         if api == "FindCoordinator":
@@ -369,8 +374,14 @@ def _forward_error(api: str, body: dict, version: int) -> dict:
     elif api == "AlterUserScramCredentials":
         users = dict.fromkeys(i["name"] for i in body["deletions"] + body["upsertions"])
         out["results"] = [{"user": u, "error_code": code, "error_message": None} for u in users]
-    elif api == "DescribeUserScramCredentials":
+    elif api in ("DescribeUserScramCredentials", "UnregisterBroker"):
         out["error_code"] = code
+    elif api == "ElectLeaders":
+        out["error_code"] = code
+        out["replica_election_results"] = [
+            {"topic": t["topic"], "partition_result": [
+                {"partition_id": p, "error_code": code, "error_message": None} for p in t["partitions"]]}
+            for t in body["topic_partitions"] or []]
     elif api in ("IncrementalAlterConfigs", "AlterConfigs"):
         out["responses"] = [{"error_code": code, "resource_type": r["resource_type"],
                              "resource_name": r["resource_name"]} for r in body["resources"]]

@@ -181,6 +181,8 @@ def _register_admin_commands() -> None:
     from cli.console import console_consumer, console_producer
     from cli.dump_log import dump_log_command
     from cli.groups import groups_command
+    from cli.operations import (cluster_tool_group, delete_records_command, leader_election_command,
+                                log_dirs_command)
     from cli.perf import perf_group
     from cli.top import top_command
     from cli.topics import topics_command
@@ -196,6 +198,10 @@ def _register_admin_commands() -> None:
     main.add_command(console_consumer)
     main.add_command(dump_log_command)
     main.add_command(top_command)
+    main.add_command(delete_records_command)
+    main.add_command(leader_election_command)
+    main.add_command(log_dirs_command)
+    main.add_command(cluster_tool_group)
 
 
 _register_admin_commands()

@@ -97,6 +97,10 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("auto.create.topics.enable", "bool", True),
     _K("delete.topic.enable", "bool", True),
     _K("unclean.leader.election.enable", "bool", False),
+    _K("auto.leader.rebalance.enable", "bool", True),
+    _K("leader.imbalance.check.interval.seconds", "int", 300, validate=_at_least(1)),
+    _K("leader.imbalance.per.broker.percentage", "int", 10,
+       validate=lambda v: None if 0 <= v <= 100 else "must be a percentage (0-100)"),
     _K("message.max.bytes", "int", 1048588, validate=_at_least(0)),
     _K("compression.type", "string", "producer"),
     # Log

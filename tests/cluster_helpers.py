@@ -111,3 +111,12 @@ def wait_cluster_ready(cluster: LocalCluster) -> LocalCluster:
 
     wait_until(unfenced, what=f"{count} unfenced brokers")
     return cluster
+
+
+def kraftctl(*args: str, timeout_s: float = 120) -> "subprocess.CompletedProcess":
+    """Run ``kraftctl`` as a user would (``python -m cli.main``), capturing its output."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True,
+                          timeout=timeout_s)

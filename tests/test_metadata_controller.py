@@ -650,6 +650,21 @@ def test_automatic_preferred_leader_rebalance():
     assert h.partition("t", 0).leader == 1
 
 
+def test_rebalance_waits_for_a_broker_s_imbalance_to_pass_the_percentage():
+    from metadata.controller.elections import rebalance_leaders
+
+    h = _moved_leadership()
+    part = h.partition("t", 0)
+    _alter(h, broker=2, leader_epoch=part.leader_epoch, partition_epoch=part.partition_epoch, isr=(2, 1))
+    image = h.ctl.image
+    preferred_1 = sum(1 for p in image.topic("t").partitions.values() if p.replicas[0] == 1)
+    not_led = sum(1 for p in image.topic("t").partitions.values() if p.replicas[0] == 1 and p.leader != 1)
+    share = 100 * not_led // preferred_1
+    assert not_led >= 1
+    assert rebalance_leaders(image, share) == []  # leader.imbalance.per.broker.percentage not passed
+    assert len(rebalance_leaders(image, share - 1)) == not_led
+
+
 def test_bootstrap_records_open_a_new_log():
     from metadata.serde import make
     boot = [make("FeatureLevelRecord", name="metadata.version", feature_level=14)]

@@ -26,6 +26,7 @@ class ControllerConfig:
     producer_id_block_size: int = 1000
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_ms: int = 300_000
+    leader_imbalance_per_broker_percentage: int = 10
 
     @classmethod
     def from_properties(cls, props: Mapping[str, object], *, cluster_id: str) -> "ControllerConfig":
@@ -50,6 +51,7 @@ class ControllerConfig:
             auto_leader_rebalance_enable=get("auto.leader.rebalance.enable", to_bool, True),
             leader_imbalance_check_interval_ms=get(
                 "leader.imbalance.check.interval.seconds", lambda v: int(v) * 1000, 300_000),
+            leader_imbalance_per_broker_percentage=get("leader.imbalance.per.broker.percentage", int, 10),
         )
 
 

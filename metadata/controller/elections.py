@@ -152,12 +152,26 @@ def preferred_election(image: MetadataImage, topic_id: uuid.UUID, index: int,
     return make("PartitionChangeRecord", partition_id=index, topic_id=topic_id, leader=preferred)
 
 
-def rebalance_leaders(image: MetadataImage) -> list[MetadataRecord]:
-    """Preferred-leader elections for every partition whose preferred replica can lead."""
-    out = []
+def rebalance_leaders(image: MetadataImage, imbalance_percentage: int = 0) -> list[MetadataRecord]:
+    """Preferred-leader elections (``auto.leader.rebalance.enable``) for the partitions of
+    every broker whose leader imbalance is above ``leader.imbalance.per.broker.percentage``:
+    of the partitions it is the preferred replica of, the share another broker leads."""
+    preferred_of: dict[int, int] = {}
+    not_led: dict[int, list] = {}
     for topic in _topics(image):
         for index, part in sorted(topic.partitions.items()):
-            rec = preferred_election(image, topic.id, index, part)
+            if not part.replicas:
+                continue
+            preferred = part.replicas[0]
+            preferred_of[preferred] = preferred_of.get(preferred, 0) + 1
+            if part.leader != preferred:
+                not_led.setdefault(preferred, []).append((topic.id, index, part))
+    out = []
+    for broker_id, parts in sorted(not_led.items()):
+        if len(parts) * 100 <= imbalance_percentage * preferred_of[broker_id]:
+            continue
+        for topic_id, index, part in parts:
+            rec = preferred_election(image, topic_id, index, part)
             if rec is not None:
                 out.append(rec)
     return out

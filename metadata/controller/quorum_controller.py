@@ -253,7 +253,7 @@ class QuorumController:
             if self._last_rebalance_ms is None:
                 self._last_rebalance_ms = now_ms
             elif now_ms - self._last_rebalance_ms >= self.config.leader_imbalance_check_interval_ms:
-                txn.add(*rebalance_leaders(txn.image))
+                txn.add(*rebalance_leaders(txn.image, self.config.leader_imbalance_per_broker_percentage))
                 self._last_rebalance_ms = now_ms
         interval = self.config.max_idle_interval_ms
         if self._last_noop_ms is None:

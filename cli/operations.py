@@ -1,0 +1,254 @@
+"""Operators' tools with the flags and JSON of Kafka's: ``kraftctl delete-records``
+(kafka-delete-records.sh), ``leader-election`` (kafka-leader-election.sh), ``log-dirs``
+(kafka-log-dirs.sh) and ``cluster-tool unregister`` (kafka-cluster.sh unregister)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from cli.admin_client import AdminClient, AdminError, error_name
+from cli.topics import fail
+
+PREFERRED, UNCLEAN = 0, 1
+
+
+def _admin(bootstrap_server: str, command_config: str | None) -> AdminClient:
+    try:
+        return AdminClient(bootstrap_server, command_config=command_config)
+    except AdminError as exc:
+        fail(str(exc))
+
+
+def _read_json(path: str, what: str) -> dict:
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except OSError as exc:
+        fail(f"cannot read {what} {path}: {exc.strerror}")
+    except json.JSONDecodeError as exc:
+        fail(f"{what} {path} is not JSON: {exc}")
+    if not isinstance(doc, dict):
+        fail(f"{what} {path}: expected a JSON object")
+    return doc
+
+
+def _partition_list(doc: dict, path: str, need_offset: bool) -> list[dict]:
+    """``{"partitions": [{"topic": t, "partition": n[, "offset": o]}, ...]}`` checked."""
+    parts = doc.get("partitions")
+    if not isinstance(parts, list) or not parts:
+        fail(f"{path}: expected a non-empty \"partitions\" list")
+    seen = set()
+    for entry in parts:
+        ok = (isinstance(entry, dict) and isinstance(entry.get("topic"), str)
+              and isinstance(entry.get("partition"), int) and entry["partition"] >= 0
+              and (not need_offset or isinstance(entry.get("offset"), int)))
+        if not ok:
+            fail(f"{path}: each partition needs \"topic\" (string), \"partition\" (integer >= 0)"
+                 + (" and \"offset\" (integer)" if need_offset else "") + f": {json.dumps(entry)}")
+        key = (entry["topic"], entry["partition"])
+        if key in seen:
+            fail(f"{path}: partition {key[0]}-{key[1]} is listed twice")
+        seen.add(key)
+    return parts
+
+
+def _leaders(admin: AdminClient, topics: list[str]) -> tuple[dict, dict]:
+    """(partition -> leader id, broker id -> address) from Metadata."""
+    md = admin.metadata(sorted(set(topics)))
+    brokers = {b["node_id"]: (b["host"], b["port"]) for b in md["brokers"]}
+    leaders = {}
+    for t in md["topics"]:
+        for p in t["partitions"]:
+            leaders[(t["name"], p["partition_index"])] = p["leader_id"]
+    return leaders, brokers
+
+
+@click.command("delete-records")
+@click.option("--bootstrap-server", required=True)
+@click.option("--offset-json-file", required=True, type=click.Path(dir_okay=False),
+              help='{"partitions": [{"topic": "t", "partition": 0, "offset": 10}], "version": 1}; '
+                   "offset -1 means the high watermark.")
+@click.option("--command-config", type=click.Path(dir_okay=False), default=None)
+def delete_records_command(bootstrap_server, offset_json_file, command_config):
+    """Delete the records below an offset of each partition (the log start offset moves)."""
+    parts = _partition_list(_read_json(offset_json_file, "offset JSON file"), offset_json_file, True)
+    admin = _admin(bootstrap_server, command_config)
+    try:
+        leaders, brokers = _leaders(admin, [p["topic"] for p in parts])
+        by_leader: dict[int, list[dict]] = {}
+        results = {}
+        for p in parts:
+            key = (p["topic"], p["partition"])
+            leader = leaders.get(key)
+            if leader is None:
+                results[key] = ("error", "UNKNOWN_TOPIC_OR_PARTITION")
+            elif leader < 0 or leader not in brokers:
+                results[key] = ("error", "LEADER_NOT_AVAILABLE")
+            else:
+                by_leader.setdefault(leader, []).append(p)
+        for leader, entries in sorted(by_leader.items()):
+            topics: dict[str, list[dict]] = {}
+            for p in entries:
+                topics.setdefault(p["topic"], []).append({"partition_index": p["partition"], "offset": p["offset"]})
+            resp = admin.call("DeleteRecords", {"timeout_ms": 30000, "topics": [
+                {"name": t, "partitions": ps} for t, ps in topics.items()]}, address=brokers[leader])
+            for t in resp["topics"]:
+                for r in t["partitions"]:
+                    key = (t["name"], r["partition_index"])
+                    results[key] = (("ok", r["low_watermark"]) if not r["error_code"]
+                                    else ("error", error_name(r["error_code"])))
+    except AdminError as exc:
+        fail(str(exc))
+    click.echo("Records delete operation completed:")
+    failed = False
+    for p in parts:
+        key = (p["topic"], p["partition"])
+        kind, value = results[key]
+        if kind == "ok":
+            click.echo(f"partition: {key[0]}-{key[1]}\tlow_watermark: {value}")
+        else:
+            failed = True
+            click.echo(f"partition: {key[0]}-{key[1]}\terror: {value}")
+    if failed:
+        raise SystemExit(1)
+
+
+@click.command("leader-election")
+@click.option("--bootstrap-server", required=True)
+@click.option("--election-type", required=True, type=click.Choice(["PREFERRED", "UNCLEAN"], case_sensitive=False))
+@click.option("--all-topic-partitions", is_flag=True, help="Every partition of every topic.")
+@click.option("--topic")
+@click.option("--partition", type=int)
+@click.option("--path-to-json-file", type=click.Path(dir_okay=False),
+              help='{"partitions": [{"topic": "t", "partition": 0}]}')
+@click.option("--admin.config", "command_config", type=click.Path(dir_okay=False), default=None)
+def leader_election_command(bootstrap_server, election_type, all_topic_partitions, topic, partition,
+                            path_to_json_file, command_config):
+    """Elect the preferred (or, with no in-sync replica left, any live) replica as leader."""
+    chosen = sum(bool(x) for x in (all_topic_partitions, topic, path_to_json_file))
+    if chosen != 1:
+        fail("give exactly one of --all-topic-partitions, --topic (with --partition) and --path-to-json-file")
+    if topic and partition is None:
+        fail("--topic needs --partition")
+    if partition is not None and not topic:
+        fail("--partition needs --topic")
+    wanted = None
+    if topic:
+        wanted = [{"topic": topic, "partitions": [partition]}]
+    elif path_to_json_file:
+        parts = _partition_list(_read_json(path_to_json_file, "JSON file"), path_to_json_file, False)
+        grouped: dict[str, list[int]] = {}
+        for p in parts:
+            grouped.setdefault(p["topic"], []).append(p["partition"])
+        wanted = [{"topic": t, "partitions": ps} for t, ps in grouped.items()]
+    kind = election_type.upper()
+    admin = _admin(bootstrap_server, command_config)
+    try:
+        resp = admin.call("ElectLeaders", {"election_type": PREFERRED if kind == "PREFERRED" else UNCLEAN,
+                                           "topic_partitions": wanted, "timeout_ms": 30000})
+    except AdminError as exc:
+        fail(str(exc))
+    if resp.get("error_code"):
+        fail(f"leader election failed: {error_name(resp['error_code'])}")
+    done, not_needed, errors = [], [], []
+    for t in resp["replica_election_results"]:
+        for r in t["partition_result"]:
+            name = f"{t['topic']}-{r['partition_id']}"
+            if r["error_code"] == 0:
+                done.append(name)
+            elif error_name(r["error_code"]) == "ELECTION_NOT_NEEDED":
+                not_needed.append(name)
+            else:
+                errors.append((name, error_name(r["error_code"]), r.get("error_message")))
+    if done:
+        click.echo(f"Successfully completed leader election ({kind}) for partitions {', '.join(done)}")
+    if not_needed:
+        click.echo(f"Valid replica already elected for partitions {', '.join(not_needed)}")
+    if not done and not not_needed and not errors:
+        click.echo(f"No partition needed a leader election ({kind})")
+    if errors:
+        click.echo(f"Error completing leader election ({kind}) for partitions "
+                   + ", ".join(f"{name}: {code}" + (f" ({msg})" if msg else "") for name, code, msg in errors),
+                   err=True)
+        raise SystemExit(1)
+
+
+@click.command("log-dirs")
+@click.option("--bootstrap-server", required=True)
+@click.option("--describe", is_flag=True, required=True, help="Describe the log directories (the only action).")
+@click.option("--topic-list", default=None, help="Comma-separated topics (default: all).")
+@click.option("--broker-list", default=None, help="Comma-separated broker ids (default: all).")
+@click.option("--command-config", type=click.Path(dir_okay=False), default=None)
+def log_dirs_command(bootstrap_server, describe, topic_list, broker_list, command_config):
+    """Each broker's log directory: its partitions with their size and lag, as JSON."""
+    admin = _admin(bootstrap_server, command_config)
+    try:
+        md = admin.metadata(None)
+        brokers = {b["node_id"]: (b["host"], b["port"]) for b in md["brokers"]}
+        if broker_list:
+            try:
+                ids = [int(x) for x in broker_list.split(",") if x.strip()]
+            except ValueError:
+                fail(f"--broker-list: {broker_list!r} is not a list of broker ids")
+            unknown = [i for i in ids if i not in brokers]
+            if unknown:
+                fail(f"--broker-list: no live broker {', '.join(map(str, unknown))}")
+        else:
+            ids = sorted(brokers)
+        topics = [t for t in (topic_list or "").split(",") if t]
+        request_topics = None
+        if topics:
+            by_name = {t["name"]: t for t in md["topics"]}
+            request_topics = [{"topic": t, "partitions": [p["partition_index"] for p in by_name[t]["partitions"]]}
+                              for t in topics if t in by_name]
+        click.echo("Querying brokers for log directories information")
+        out = []
+        for broker_id in ids:
+            resp = admin.call("DescribeLogDirs", {"topics": request_topics}, address=brokers[broker_id])
+            dirs = []
+            for d in resp["results"]:
+                dirs.append({"logDir": d["log_dir"], "error": None if not d["error_code"] else error_name(d["error_code"]),
+                             "partitions": [{"partition": f"{t['name']}-{p['partition_index']}", "size": p["partition_size"],
+                                             "offsetLag": p["offset_lag"], "isFuture": p["is_future_key"]}
+                                            for t in d["topics"] for p in t["partitions"]]})
+            out.append({"broker": broker_id, "logDirs": dirs})
+    except AdminError as exc:
+        fail(str(exc))
+    click.echo(f"Received log directory information from brokers {','.join(map(str, ids))}")
+    click.echo(json.dumps({"version": 1, "brokers": out}))
+
+
+@click.group("cluster-tool")
+def cluster_tool_group():
+    """kafka-cluster.sh: the cluster's id, and unregistering a decommissioned broker."""
+
+
+@cluster_tool_group.command("cluster-id")
+@click.option("--bootstrap-server", required=True)
+@click.option("--config", "command_config", type=click.Path(dir_okay=False), default=None)
+def cluster_id_command(bootstrap_server, command_config):
+    admin = _admin(bootstrap_server, command_config)
+    try:
+        click.echo(f"Cluster ID: {admin.metadata([])['cluster_id']}")
+    except AdminError as exc:
+        fail(str(exc))
+
+
+@cluster_tool_group.command("unregister")
+@click.option("--bootstrap-server", required=True)
+@click.option("--id", "broker_id", type=int, required=True, help="The broker to unregister.")
+@click.option("--config", "command_config", type=click.Path(dir_okay=False), default=None)
+def unregister_command(bootstrap_server, broker_id, command_config):
+    """Remove a stopped broker's registration: it leaves every ISR and is no longer given
+    new replicas.  A broker that starts again registers anew."""
+    admin = _admin(bootstrap_server, command_config)
+    try:
+        resp = admin.call("UnregisterBroker", {"broker_id": broker_id})
+    except AdminError as exc:
+        fail(str(exc))
+    if resp["error_code"]:
+        fail(f"could not unregister broker {broker_id}: {error_name(resp['error_code'])}"
+             + (f" ({resp['error_message']})" if resp.get("error_message") else ""))
+    click.echo(f"Broker {broker_id} is no longer registered.")
