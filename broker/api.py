@@ -32,11 +32,12 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "DescribeQuorum": (0, 2), "DescribeLogDirs": (0, 4), "WriteTxnMarkers": (0, 1), "DescribeProducers": (0, 0),
     "DescribeUserScramCredentials": (0, 0), "AlterUserScramCredentials": (0, 0),
     "DeleteRecords": (0, 2), "ElectLeaders": (0, 2), "UnregisterBroker": (0, 0),
+    "AlterPartitionReassignments": (0, 0), "ListPartitionReassignments": (0, 0),
 }
 # Describe too: answered from the controller's image, it sees a change the moment it commits.
 FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "AlterConfigs",
              "DescribeQuorum", "DescribeUserScramCredentials", "AlterUserScramCredentials",
-             "ElectLeaders", "UnregisterBroker"}
+             "ElectLeaders", "UnregisterBroker", "AlterPartitionReassignments", "ListPartitionReassignments"}
 # Answered before the broker is ready: clients send it first, and it tells only what this
 # broker speaks, which is true from the start.  Everything else waits for readiness.
 ANSWERED_BEFORE_READY = frozenset({"ApiVersions"})
@@ -375,6 +376,13 @@ def _forward_error(api: str, body: dict, version: int) -> dict:
         users = dict.fromkeys(i["name"] for i in body["deletions"] + body["upsertions"])
         out["results"] = [{"user": u, "error_code": code, "error_message": None} for u in users]
     elif api in ("DescribeUserScramCredentials", "UnregisterBroker"):
+        out["error_code"] = code
+    elif api == "AlterPartitionReassignments":
+        out["error_code"] = code
+        out["responses"] = [{"name": t["name"], "partitions": [
+            {"partition_index": p["partition_index"], "error_code": code, "error_message": None}
+            for p in t["partitions"]]} for t in body["topics"]]
+    elif api == "ListPartitionReassignments":
         out["error_code"] = code
     elif api == "ElectLeaders":
         out["error_code"] = code

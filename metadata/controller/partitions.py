@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from kraft.protocol.error_codes import ErrorCode
 from metadata.controller.cluster import check_broker_epoch
+from metadata.controller import reassignment
 from metadata.controller.common import ApiError, Txn
 from metadata.controller.elections import change_partition, preferred_election
 from metadata.image import NO_LEADER, LeaderRecoveryState
@@ -94,6 +95,9 @@ def _alter_one(ctl, txn: Txn, version: int, broker_id: int, topic_id, index: int
     if rec is not None:
         txn.add(rec)
     assert txn.image.partition(topic_id, index).leader == part.leader or part.leader == NO_LEADER
+    done = reassignment.completion(txn, topic_id, index)  # the last adding replica joined the ISR
+    if done is not None:
+        txn.add(done)
 
 
 # ---------------------------------------------------------------------------------------

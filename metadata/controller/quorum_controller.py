@@ -35,7 +35,7 @@ from random import Random
 from typing import Callable, Sequence
 
 from kraft.protocol.error_codes import ErrorCode
-from metadata.controller import cluster, config_control, partitions, scram_control, topics
+from metadata.controller import cluster, config_control, partitions, reassignment, scram_control, topics
 from metadata.controller.elections import rebalance_leaders
 from metadata.controller.common import ApiError, ControllerConfig, ControllerResult, Txn, error_response
 from metadata.delta import apply_records
@@ -55,6 +55,8 @@ HANDLERS: dict[str, Handler] = {
     "CreatePartitions": topics.create_partitions,
     "AlterPartition": partitions.alter_partition,
     "ElectLeaders": partitions.elect_leaders,
+    "AlterPartitionReassignments": reassignment.alter_partition_reassignments,
+    "ListPartitionReassignments": reassignment.list_partition_reassignments,
     "IncrementalAlterConfigs": config_control.incremental_alter_configs,
     "AlterConfigs": config_control.alter_configs,
     "AlterUserScramCredentials": scram_control.alter_user_scram_credentials,

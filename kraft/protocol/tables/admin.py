@@ -184,6 +184,43 @@ response 0-2 flex=2+
       ErrorCode int16 0+
       ErrorMessage string 0+ null=0+
 
+api AlterPartitionReassignments 45
+request 0 flex=0+
+  TimeoutMs int32 0+ default=60000
+  Topics []ReassignableTopic 0+
+    Name string 0+
+    Partitions []ReassignablePartition 0+
+      PartitionIndex int32 0+
+      Replicas []int32 0+ null=0+ default=null
+response 0 flex=0+
+  ThrottleTimeMs int32 0+
+  ErrorCode int16 0+
+  ErrorMessage string 0+ null=0+
+  Responses []ReassignableTopicResponse 0+
+    Name string 0+
+    Partitions []ReassignablePartitionResponse 0+
+      PartitionIndex int32 0+
+      ErrorCode int16 0+
+      ErrorMessage string 0+ null=0+
+
+api ListPartitionReassignments 46
+request 0 flex=0+
+  TimeoutMs int32 0+ default=60000
+  Topics []ListPartitionReassignmentsTopics 0+ null=0+ default=null
+    Name string 0+
+    PartitionIndexes []int32 0+
+response 0 flex=0+
+  ThrottleTimeMs int32 0+
+  ErrorCode int16 0+
+  ErrorMessage string 0+ null=0+
+  Topics []OngoingTopicReassignment 0+
+    Name string 0+
+    Partitions []OngoingPartitionReassignment 0+
+      PartitionIndex int32 0+
+      Replicas []int32 0+
+      AddingReplicas []int32 0+
+      RemovingReplicas []int32 0+
+
 api DescribeLogDirs 35
 request 0-4 flex=2+
   Topics []DescribableLogDirTopic 0+ null=0+
