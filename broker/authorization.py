@@ -20,6 +20,7 @@ the ACLs are the broker's metadata image's, so a change applies once this broker
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass, replace
 from typing import Awaitable, Callable
 
@@ -41,6 +42,7 @@ TOPIC_DENIED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 CLUSTER_DENIED = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 TXN_DENIED = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+ZERO_UUID = uuid.UUID(int=0)
 UNSET_OPERATIONS = -2147483648  # the *_authorized_operations fields' "not asked"
 ACL_APIS = frozenset({"CreateAcls", "DeleteAcls", "DescribeAcls"})
 # DescribeConfigs/AlterConfigs resource types (ConfigResource.Type)
@@ -275,9 +277,10 @@ def _metadata(caller: Caller, version: int, body: dict, auto_create_topics: bool
             kept.append(t)  # an unknown id or a bad request: the router answers it
             continue
         if not caller.topic(Op.DESCRIBE, name):
-            denied.append({"error_code": TOPIC_DENIED, "name": t["name"], "topic_id": t.get("topic_id") if
-                           t["name"] is None else None, "is_internal": False, "partitions": [],
-                           "topic_authorized_operations": UNSET_OPERATIONS})
+            # (asked by id, the id is answered; by name, not: Kafka's rule)
+            denied.append({"error_code": TOPIC_DENIED, "name": t["name"],
+                           "topic_id": t["topic_id"] if t["name"] is None else ZERO_UUID, "is_internal": False,
+                           "partitions": [], "topic_authorized_operations": UNSET_OPERATIONS})
             continue
         if auto_create_topics and body.get("allow_auto_topic_creation", True) and image.topic(name) is None:
             if may_create_any is None:
@@ -288,6 +291,8 @@ def _metadata(caller: Caller, version: int, body: dict, auto_create_topics: bool
                 continue
         kept.append(t)
     if not denied and version > 0:
+        if not (with_topic_ops or with_cluster_ops):
+            return None
         return Narrowed(body, lambda answer: finish(answer, keep=lambda t: True))
     kept_names = {t["name"] for t in kept}
 
