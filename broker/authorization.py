@@ -189,7 +189,7 @@ def _produce(caller: Caller, version: int, body: dict):
 def _fetch_partition_error(p: dict, code: int) -> dict:
     return {"partition_index": p["partition"], "error_code": code, "high_watermark": -1,
             "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
-            "preferred_read_replica": -1, "records": None}
+            "preferred_read_replica": -1, "records": b""}  # (librdkafka refuses null records)
 
 
 def _fetch(caller: Caller, version: int, body: dict):

@@ -3,7 +3,7 @@
 One 3-node cluster (every node controller and broker) on SASL_PLAINTEXT with Kafka's
 StandardAuthorizer on (``authorizer.class.name``); its nodes and the ``admin`` user are
 ``super.users``, so replication, the quorum and the admin keep working while SCRAM users
-``alice`` (granted ACLs) and ``bob`` (none) get what their ACLs allow, through
+``alice`` (granted ACLs), ``bob`` (few) and ``carol`` (none) get what their ACLs allow, through
 confluent-kafka (Producer, Consumer, AdminClient's create/describe/delete_acls),
 kafka-python and ``kraftctl acls``.  Snapshots are frequent, so the restart at the end
 rebuilds the ACLs from a snapshot as well as from the log.
@@ -41,7 +41,7 @@ from confluent_kafka.admin import (  # noqa: E402
     ResourceType,
 )
 
-USERS = {"alice": "alice-secret", "bob": "bob-secret"}
+USERS = {"alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret"}
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 
@@ -77,6 +77,18 @@ def topic_acl(name, principal, op, permission=ALLOW, pattern=LITERAL, rtype=Reso
     return AclBinding(rtype, name, pattern, principal, "*", op, permission)
 
 
+def wait_visible(cluster, user, topic):
+    """Until every broker lets ``user`` describe ``topic``: a new ACL applies on a broker once
+    its metadata image has it, a moment after CreateAcls returns (as in Kafka)."""
+    security = cluster.security.client_security(user=user)
+
+    def visible():
+        return all(request(b.host, b.broker_port, "Metadata", 12, {"topics": [{"name": topic}],
+                                                                    "allow_auto_topic_creation": False},
+                           security=security)["topics"][0]["error_code"] == 0 for b in cluster.brokers)
+    wait_until(visible, timeout_s=60, what=f"{topic} visible to {user} on every broker")
+
+
 def create_topic(cluster, name, rf=3):
     client = admin(cluster)
     client.create_topics([NewTopic(name, 1, rf)])[name].result(60)
@@ -98,14 +110,16 @@ def produce_code(cluster, user, topic, timeout_s=15):
     return errors[0].code() if errors[0] is not None else 0
 
 
-def consume(cluster, user, topic, count, group=None, timeout_s=30):
-    """(values read, the first error the consumer reported)."""
+def consume(cluster, user, topic, count, group=None, subscribe=True, timeout_s=30):
+    """(values read, the first error the consumer reported): subscribed in ``group``, or
+    assigned partition 0 (a consumer with a group.id still finds its coordinator)."""
+    subscribe = subscribe and group is not None
     consumer = Consumer(conf(cluster, user, **{"group.id": group or f"g-{uuid.uuid4()}",
                                                "enable.auto.commit": False, "auto.offset.reset": "earliest"}))
-    if group is None:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-    else:
+    if subscribe:
         consumer.subscribe([topic])
+    else:
+        consumer.assign([TopicPartition(topic, 0, 0)])
     got, error = [], None
     deadline = time.monotonic() + timeout_s
     try:
@@ -118,7 +132,7 @@ def consume(cluster, user, topic, count, group=None, timeout_s=30):
                     error = m.error().code()
             else:
                 got.append(m.value())
-        if group is not None and error is None and got:
+        if subscribe and error is None and got:
             consumer.commit(asynchronous=False)
     finally:
         consumer.close()
@@ -150,7 +164,8 @@ def test_nodes_and_super_users_keep_working_with_the_authorizer_on(cluster):
 
     def isr():
         md = request(node.host, node.broker_port, "Metadata", 12, {"topics": [{"name": "locked"}]}, security=security)
-        return len(md["topics"][0]["partitions"][0]["isr_nodes"])
+        partitions = md["topics"][0]["partitions"]  # (empty until this broker has the topic)
+        return len(partitions[0]["isr_nodes"]) if partitions else 0
     wait_until(lambda: isr() == 3, timeout_s=60, what="the ISR of 3 (follower fetches authorized)")
     grant(cluster, topic_acl("locked", "User:*", AclOperation.ALL, DENY))
     assert produce(cluster, "admin", "locked", [b"a", b"b"]) == [None, None]
@@ -171,6 +186,7 @@ def test_acl_matrix_with_confluent_kafka_and_kafka_python(cluster):
         ResourceType.ANY, None, ResourcePatternType.ANY, "User:alice", None, AclOperation.ANY,
         AclPermissionType.ANY)).result(30)
     assert len(bindings) == 6
+    wait_visible(cluster, "alice", "matrix")  # the six came in one request: one batch
 
     # write: alice yes, bob no
     assert produce(cluster, "alice", "matrix", [b"m1", b"m2"]) == [None, None]
@@ -179,10 +195,15 @@ def test_acl_matrix_with_confluent_kafka_and_kafka_python(cluster):
     got, error = consume(cluster, "alice", "matrix", 2, group="g-alice")
     assert (got, error) == ([b"m1", b"m2"], None)
     assert consume(cluster, "bob", "matrix", 1, group="g-alice")[1] == KafkaError.GROUP_AUTHORIZATION_FAILED
-    assert consume(cluster, "bob", "matrix", 1)[1] == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert consume(cluster, "bob", "matrix", 1)[1] == KafkaError.GROUP_AUTHORIZATION_FAILED
+    # with his own group, and DESCRIBE (not READ) on the topic, bob's Fetch itself is refused
+    grant(cluster, topic_acl("g-bob", "User:bob", AclOperation.READ, rtype=ResourceType.GROUP),
+          topic_acl("matrix", "User:bob", AclOperation.DESCRIBE))
+    wait_until(lambda: consume(cluster, "bob", "matrix", 1, group="g-bob", subscribe=False)[1] ==
+               KafkaError.TOPIC_AUTHORIZATION_FAILED, timeout_s=60, what="bob's fetch refused")
     # describe: Metadata lists only the topics one may describe
     assert "matrix" in admin(cluster, "alice").list_topics(timeout=30).topics
-    assert "matrix" not in admin(cluster, "bob").list_topics(timeout=30).topics
+    assert "matrix" not in admin(cluster, "carol").list_topics(timeout=30).topics
     # create: alice under her prefix only
     a, b = admin(cluster, "alice"), admin(cluster, "bob")
     a.create_topics([NewTopic("alice-new", 1, 3)])["alice-new"].result(60)
@@ -272,9 +293,10 @@ def test_prefixed_allow_and_literal_deny(cluster):
         create_topic(cluster, name)
     grant(cluster, topic_acl("pub-", "User:*", AclOperation.WRITE, pattern=PREFIXED),
           topic_acl("pub-locked", "User:bob", AclOperation.WRITE, DENY))
-    wait_until(lambda: produce_code(cluster, "bob", "pub-open") == 0, timeout_s=60, what="bob writes pub-open")
+    # (one request, one batch: once alice may write pub-locked, its leader has both ACLs)
+    wait_until(lambda: produce_code(cluster, "alice", "pub-locked") == 0, timeout_s=60, what="alice writes pub-locked")
     assert produce_code(cluster, "bob", "pub-locked") == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    assert produce_code(cluster, "alice", "pub-locked") == 0
+    wait_until(lambda: produce_code(cluster, "bob", "pub-open") == 0, timeout_s=60, what="bob writes pub-open")
     # kraftctl --list with --resource-pattern-type match: the ACLs that apply to one name
     listed = kraftctl(cluster, "--list", "--topic", "pub-locked", "--resource-pattern-type", "match").stdout
     assert "name=pub-, patternType=PREFIXED" in listed and "name=pub-locked, patternType=LITERAL" in listed
