@@ -288,6 +288,27 @@ def test_kraftctl_acls_grants_and_revokes(cluster):
     assert bad.returncode != 0 and "CLUSTER only supports" in bad.stderr
 
 
+def test_kafka_acls_tool_adds_lists_and_removes(cluster):
+    """Kafka's own kafka-acls.sh (Java AdminClient, CreateAcls/DescribeAcls/DeleteAcls v3)."""
+    from kafka_helpers import kafka_libs, run_tool
+
+    kafka_libs()
+    props = cluster.base_dir / "admin.properties"
+    props.write_text(format_properties(cluster.security.client_properties()))
+    common = ("--bootstrap-server", cluster.bootstrap_servers, "--command-config", str(props))
+    added = run_tool("kafka-acls", *common, "--add", "--allow-principal", "User:carol", "--consumer",
+                     "--topic", "java-", "--group", "java-group", "--resource-pattern-type", "prefixed")
+    assert added.returncode == 0, added.stderr
+    listed = run_tool("kafka-acls", *common, "--list", "--topic", "java-", "--resource-pattern-type", "prefixed")
+    assert "(principal=User:carol, host=*, operation=READ, permissionType=ALLOW)" in listed.stdout, listed.stderr
+    assert "operation=DESCRIBE" in kraftctl(cluster, "--list", "--topic", "java-",
+                                           "--resource-pattern-type", "prefixed").stdout
+    removed = run_tool("kafka-acls", *common, "--remove", "--force", "--topic", "java-", "--group", "java-group",
+                       "--resource-pattern-type", "prefixed")
+    assert removed.returncode == 0, removed.stderr
+    assert "User:carol" not in kraftctl(cluster, "--list").stdout
+
+
 def test_prefixed_allow_and_literal_deny(cluster):
     for name in ("pub-open", "pub-locked"):
         create_topic(cluster, name)
