@@ -92,21 +92,24 @@ class Caller:
 class RequestAuthorization:
     """The hook ``BrokerApi.handle`` calls when an authorizer is configured."""
 
-    def __init__(self, authorizer: Authorizer, image: Callable[[], object], auto_create_topics: bool = True):
+    def __init__(self, authorizer: Authorizer, image: Callable[[], object], auto_create_topics: bool = True,
+                 check_of: Callable[[str], Callable | None] | None = None):
+        """``check_of``: API name -> its check (default: the broker's table, ``CHECKS``)."""
         self.authorizer = authorizer
         self.image = image
         self.auto_create_topics = auto_create_topics
+        self.check_of = check_of or CHECKS.get
 
     @classmethod
-    def from_config(cls, config, image: Callable[[], object]) -> "RequestAuthorization | None":
+    def from_config(cls, config, image: Callable[[], object], check_of=None) -> "RequestAuthorization | None":
         """None unless ``authorizer.class.name`` names the StandardAuthorizer."""
         if (config["authorizer.class.name"] or "").strip() not in AUTHORIZER_NAMES:
             return None
         authorizer = Authorizer(parse_super_users(config["super.users"]), config["allow.everyone.if.no.acl.found"])
-        return cls(authorizer, image, config["auto.create.topics.enable"])
+        return cls(authorizer, image, config["auto.create.topics.enable"], check_of)
 
     async def handle(self, request: rpc.Request, route: Callable[[rpc.Request], Awaitable]):
-        check = CHECKS.get(request.api)
+        check = self.check_of(request.api)
         if check is None:
             return await route(request)
         caller = Caller(self.authorizer, self.image(), request.principal, request.client_host)
@@ -683,4 +686,23 @@ CHECKS: dict[str, Callable] = {
 # Every API a client may call has a check; ApiVersions (and SASL's) need none.
 UNCHECKED = frozenset({"ApiVersions"})
 
-__all__ = ["ACL_APIS", "CHECKS", "RequestAuthorization", "UNCHECKED", "security_disabled"]
+
+def controller_check(api: str) -> Callable | None:
+    """The check of a request on a controller listener (Kafka's ControllerApis): the
+    broker's where the API is one a broker serves too (CreateTopics sent with
+    ``--bootstrap-controller``, DescribeQuorum, the ACL APIs, ...), else the cluster's
+    own traffic (Raft, broker registration and heartbeats, AlterPartition), which needs
+    CLUSTER_ACTION on the cluster (ElectLeaders: ALTER).  The nodes' principals are
+    super users, so only an operator's or a stranger's request is ever refused."""
+    if api in UNCHECKED:
+        return None
+    check = CHECKS.get(api)
+    if check is not None:
+        return check
+    from metadata.controller.common import error_response
+
+    def refusal(version: int, body: dict) -> dict:
+        return rpc.error_response(api, version, CLUSTER_DENIED) or error_response(api, body, ErrorCode(CLUSTER_DENIED))
+    return _cluster_op(Op.ALTER if api == "ElectLeaders" else Op.CLUSTER_ACTION, refusal)
+
+__all__ = ["ACL_APIS", "CHECKS", "RequestAuthorization", "UNCHECKED", "controller_check", "security_disabled"]

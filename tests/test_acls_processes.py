@@ -171,6 +171,15 @@ def test_nodes_and_super_users_keep_working_with_the_authorizer_on(cluster):
     assert produce(cluster, "admin", "locked", [b"a", b"b"]) == [None, None]
     assert consume(cluster, "admin", "locked", 2)[0] == [b"a", b"b"]
     assert produce_code(cluster, "alice", "locked") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # the controller listener authorizes too: DescribeQuorum needs DESCRIBE on the cluster
+    controller = cluster.controllers[0]
+    body = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
+    as_alice = request(controller.host, controller.controller_port, "DescribeQuorum", 0, body,
+                       security=cluster.security.client_security("CONTROLLER", user="alice"))
+    assert as_alice["error_code"] == 31  # CLUSTER_AUTHORIZATION_FAILED
+    as_admin = request(controller.host, controller.controller_port, "DescribeQuorum", 0, body,
+                       security=cluster.security.client_security("CONTROLLER"))
+    assert as_admin["error_code"] == 0 and as_admin["topics"][0]["partitions"][0]["leader_id"] >= 0
 
 
 def test_acl_matrix_with_confluent_kafka_and_kafka_python(cluster):

@@ -225,3 +225,33 @@ def test_every_refusal_and_narrowed_answer_encodes(api):
         if isinstance(verdict, Narrowed):
             verdict = verdict.merge(codec.default_message(api, "response"))
         codec.encode(api, "response", version, verdict)
+
+
+def _controller_apis():
+    from cli.node import QUORUM_APIS
+    from metadata.controller.quorum_controller import HANDLERS
+
+    return sorted(set(HANDLERS) | QUORUM_APIS | {"DescribeQuorum", "DescribeCluster", "DescribeConfigs"})
+
+
+@pytest.mark.parametrize("api", _controller_apis())
+def test_every_controller_api_is_checked_and_its_refusal_encodes(api):
+    from broker.authorization import controller_check
+    from kraft.protocol import codec
+
+    check = controller_check(api)
+    assert check is not None
+    caller = _caller([])
+    versions = codec.versions_of(api)
+    for version in range(versions.lo, versions.hi + 1):
+        spec = codec.spec_for(api, "request")
+        body = codec.decode(api, "request", version,
+                            codec.encode(api, "request", version, _populated(spec.fields, version)))
+        verdict = check(caller, version, body)
+        if api not in CHECKS:  # the cluster's own traffic: CLUSTER_ACTION, refused here
+            assert verdict is not None, (api, version)
+        if verdict is None:
+            continue
+        if isinstance(verdict, Narrowed):
+            verdict = verdict.merge(codec.default_message(api, "response"))
+        codec.encode(api, "response", version, verdict)
