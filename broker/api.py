@@ -382,13 +382,10 @@ def _forward_error(api: str, body: dict, version: int) -> dict:
         out["results"] = [{"user": u, "error_code": code, "error_message": None} for u in users]
     elif api == "DescribeUserScramCredentials":
         out["error_code"] = code
-    elif api == "CreateAcls":
-        out["results"] = [{"error_code": code, "error_message": None} for _ in body["creations"]]
-    elif api == "DeleteAcls":
-        out["filter_results"] = [{"error_code": code, "error_message": None, "matching_acls": []}
-                                 for _ in body["filters"]]
-    elif api == "DescribeAcls":
-        out["error_code"] = code
+    elif api in ACL_APIS:
+        from metadata.controller.common import error_response
+
+        out.update(error_response(api, body, code))
     elif api in ("IncrementalAlterConfigs", "AlterConfigs"):
         out["responses"] = [{"error_code": code, "resource_type": r["resource_type"],
                              "resource_name": r["resource_name"]} for r in body["resources"]]

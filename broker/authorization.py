@@ -35,6 +35,7 @@ from kraft.security.authorizer import (
     ResourceType,
     parse_super_users,
 )
+from metadata.controller.common import error_response as every_item_failed
 
 log = logging.getLogger(__name__)
 
@@ -135,13 +136,7 @@ class RequestAuthorization:
 
 def security_disabled(api: str, body: dict) -> dict:
     """The ACL APIs' answer when no authorizer is configured, as Kafka's."""
-    code, message = int(ErrorCode.SECURITY_DISABLED), "No Authorizer is configured on the broker"
-    if api == "CreateAcls":
-        return {"results": [{"error_code": code, "error_message": message} for _ in body["creations"]]}
-    if api == "DeleteAcls":
-        return {"filter_results": [{"error_code": code, "error_message": message, "matching_acls": []}
-                                   for _ in body["filters"]]}
-    return {"error_code": code, "error_message": message, "resources": []}
+    return every_item_failed(api, body, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured on the broker")
 
 
 # ---------------------------------------------------------------------------------- helpers
@@ -401,15 +396,14 @@ def _configs(op: Op, answer_key: str, extra: dict):
     return check
 
 
-def _cluster_op(op: Op, refusal: Callable[[int, dict], dict]):
-    """An API that needs ``op`` on the cluster, refused with ``refusal(version, body)``."""
+def _cluster_op(api: str, op: Op):
+    """An API that needs ``op`` on the cluster: refused with CLUSTER_AUTHORIZATION_FAILED in
+    its top-level error code, or in every item's."""
     def check(caller: Caller, version: int, body: dict):
-        return None if caller.cluster(op) else refusal(version, body)
+        if caller.cluster(op):
+            return None
+        return rpc.error_response(api, version, CLUSTER_DENIED) or every_item_failed(api, body, ErrorCode(CLUSTER_DENIED))
     return check
-
-
-def _top_level(api: str, **fallback):
-    return lambda version, body: _error_or(api, version, CLUSTER_DENIED, {"error_code": CLUSTER_DENIED, **fallback})
 
 
 def _init_producer_id(caller: Caller, version: int, body: dict):
@@ -433,11 +427,6 @@ def _write_txn_markers(caller: Caller, version: int, body: dict):
         {"name": t["name"], "partitions": [{"partition_index": i, "error_code": CLUSTER_DENIED}
                                            for i in t["partition_indexes"]]} for t in m["topics"]]}
         for m in body["markers"]]}
-
-
-def _alter_scram_refusal(version: int, body: dict) -> dict:
-    users = dict.fromkeys(i["name"] for i in body["deletions"] + body["upsertions"])
-    return {"results": [{"user": u, "error_code": CLUSTER_DENIED, "error_message": None} for u in users]}
 
 
 # ---------------------------------------------------------------------------------- groups
@@ -655,16 +644,13 @@ CHECKS: dict[str, Callable] = {
     "IncrementalAlterConfigs": _configs(Op.ALTER_CONFIGS, "responses", {}),
     "InitProducerId": _init_producer_id,
     "WriteTxnMarkers": _write_txn_markers,
-    "DescribeLogDirs": _cluster_op(Op.DESCRIBE, _top_level("DescribeLogDirs", results=[])),
-    "DescribeQuorum": _cluster_op(Op.DESCRIBE, _top_level("DescribeQuorum")),
-    "DescribeUserScramCredentials": _cluster_op(Op.DESCRIBE, _top_level("DescribeUserScramCredentials", results=[])),
-    "AlterUserScramCredentials": _cluster_op(Op.ALTER, _alter_scram_refusal),
-    "DescribeAcls": _cluster_op(Op.DESCRIBE, lambda v, b: {"error_code": CLUSTER_DENIED, "error_message": None,
-                                                          "resources": []}),
-    "CreateAcls": _cluster_op(Op.ALTER, lambda v, b: {"results": [
-        {"error_code": CLUSTER_DENIED, "error_message": None} for _ in b["creations"]]}),
-    "DeleteAcls": _cluster_op(Op.ALTER, lambda v, b: {"filter_results": [
-        {"error_code": CLUSTER_DENIED, "error_message": None, "matching_acls": []} for _ in b["filters"]]}),
+    "DescribeLogDirs": _cluster_op("DescribeLogDirs", Op.DESCRIBE),
+    "DescribeQuorum": _cluster_op("DescribeQuorum", Op.DESCRIBE),
+    "DescribeUserScramCredentials": _cluster_op("DescribeUserScramCredentials", Op.DESCRIBE),
+    "AlterUserScramCredentials": _cluster_op("AlterUserScramCredentials", Op.ALTER),
+    "DescribeAcls": _cluster_op("DescribeAcls", Op.DESCRIBE),
+    "CreateAcls": _cluster_op("CreateAcls", Op.ALTER),
+    "DeleteAcls": _cluster_op("DeleteAcls", Op.ALTER),
     "FindCoordinator": _find_coordinator,
     "JoinGroup": _group_read("JoinGroup"),
     "SyncGroup": _group_read("SyncGroup"),
@@ -696,13 +682,7 @@ def controller_check(api: str) -> Callable | None:
     super users, so only an operator's or a stranger's request is ever refused."""
     if api in UNCHECKED:
         return None
-    check = CHECKS.get(api)
-    if check is not None:
-        return check
-    from metadata.controller.common import error_response
+    return CHECKS.get(api) or _cluster_op(api, Op.ALTER if api == "ElectLeaders" else Op.CLUSTER_ACTION)
 
-    def refusal(version: int, body: dict) -> dict:
-        return rpc.error_response(api, version, CLUSTER_DENIED) or error_response(api, body, ErrorCode(CLUSTER_DENIED))
-    return _cluster_op(Op.ALTER if api == "ElectLeaders" else Op.CLUSTER_ACTION, refusal)
 
 __all__ = ["ACL_APIS", "CHECKS", "RequestAuthorization", "UNCHECKED", "controller_check", "security_disabled"]
