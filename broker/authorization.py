@@ -179,6 +179,8 @@ def _produce(caller: Caller, version: int, body: dict):
              "log_start_offset": -1} for p in t["partition_data"]]}
     txn_id = body.get("transactional_id")
     if txn_id is not None and not caller.txn(Op.WRITE, txn_id):
+        if body["acks"] == 0:  # no answer is awaited: the records are dropped
+            return Narrowed({**body, "topic_data": []}, lambda answer: answer)
         return {"responses": [partitions(t, TXN_DENIED) for t in body["topic_data"]]}
     return _per_topic(caller, Op.WRITE, body, "topic_data", "name", "responses",
                       lambda t: partitions(t, TOPIC_DENIED))
