@@ -151,7 +151,12 @@ def error_response(api: str, body: dict, code: ErrorCode, message: str | None = 
         return {"results": [{"user": u, "error_code": code, "error_message": message} for u in users]}
     if api == "DescribeUserScramCredentials":
         return {"error_code": code, "error_message": message, "results": []}
-    if api in ("UnregisterBroker", "ControllerRegistration"):
+    if api == "CreateAcls":
+        return {"results": [{"error_code": code, "error_message": message} for _ in body["creations"]]}
+    if api == "DeleteAcls":
+        return {"filter_results": [{"error_code": code, "error_message": message, "matching_acls": []}
+                                   for _ in body["filters"]]}
+    if api in ("UnregisterBroker", "ControllerRegistration", "DescribeAcls"):
         return {"error_code": code, "error_message": message}
     # AlterPartition, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds
     return {"error_code": code}
