@@ -7,6 +7,7 @@ import logging
 
 import trio
 
+from broker.authorization import ACL_APIS, RequestAuthorization, security_disabled
 from broker.controller_channel import ControllerChannel, ControllerUnavailable
 from broker.data_path import DataPath
 from broker.delete_records import delete_records
@@ -33,11 +34,13 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "DescribeUserScramCredentials": (0, 0), "AlterUserScramCredentials": (0, 0),
     "DeleteRecords": (0, 2), "ElectLeaders": (0, 2), "UnregisterBroker": (0, 0),
     "AlterPartitionReassignments": (0, 0), "ListPartitionReassignments": (0, 0),
+    "DescribeAcls": (0, 3), "CreateAcls": (0, 3), "DeleteAcls": (0, 3),
 }
 # Describe too: answered from the controller's image, it sees a change the moment it commits.
 FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "AlterConfigs",
              "DescribeQuorum", "DescribeUserScramCredentials", "AlterUserScramCredentials",
-             "ElectLeaders", "UnregisterBroker", "AlterPartitionReassignments", "ListPartitionReassignments"}
+             "ElectLeaders", "UnregisterBroker", "AlterPartitionReassignments", "ListPartitionReassignments",
+             *ACL_APIS}
 # Answered before the broker is ready: clients send it first, and it tells only what this
 # broker speaks, which is true from the start.  Everything else waits for readiness.
 ANSWERED_BEFORE_READY = frozenset({"ApiVersions"})
@@ -84,13 +87,20 @@ class BrokerApi:
         self.txn_markers = (TxnMarkerWriter(data_path.replicas, config["request.timeout.ms"])
                             if data_path is not None else None)
         self._partitions_cache: dict = {}  # topic name -> (topic, live brokers, Metadata partitions)
+        # ACLs (broker.authorization): None without authorizer.class.name, as Kafka
+        self.authorization = RequestAuthorization.from_config(config, lambda: self.metadata.image)
 
     async def handle(self, request: rpc.Request, listener: str | None = None) -> dict | None:
         """Answer ``request``; ``listener``: the listener it arrived on, whose endpoints
         Metadata, DescribeCluster and FindCoordinator name (as Kafka does)."""
+        if not self.ready.is_set() and request.api not in ANSWERED_BEFORE_READY:
+            await self._until_ready(request.api, request.body)
+        if self.authorization is not None:
+            return await self.authorization.handle(request, lambda allowed: self._route(allowed, listener))
+        return await self._route(request, listener)
+
+    async def _route(self, request: rpc.Request, listener: str | None) -> dict | None:
         api, version, body = request.api, request.version, request.body
-        if not self.ready.is_set() and api not in ANSWERED_BEFORE_READY:
-            await self._until_ready(api, body)
         if api == "Produce":
             return await self.data.produce(body, version)
         if api == "Fetch":
@@ -105,6 +115,8 @@ class BrokerApi:
             return self.data.offset_for_leader_epoch(body, version)
         if api == "WriteTxnMarkers":
             return self.txn_markers.write(body, version)
+        if api in ACL_APIS and self.authorization is None:
+            return security_disabled(api, body)
         if api in FORWARDED:
             return await self.forward(api, version, body)
         if api == "DescribeConfigs":
@@ -377,19 +389,20 @@ def _forward_error(api: str, body: dict, version: int) -> dict:
         out["results"] = [{"user": u, "error_code": code, "error_message": None} for u in users]
     elif api in ("DescribeUserScramCredentials", "UnregisterBroker"):
         out["error_code"] = code
-    elif api == "AlterPartitionReassignments":
-        out["error_code"] = code
-        out["responses"] = [{"name": t["name"], "partitions": [
-            {"partition_index": p["partition_index"], "error_code": code, "error_message": None}
-            for p in t["partitions"]]} for t in body["topics"]]
-    elif api == "ListPartitionReassignments":
-        out["error_code"] = code
+    elif api in ("AlterPartitionReassignments", "ListPartitionReassignments"):
+        from metadata.controller.common import error_response
+
+        out.update(error_response(api, body, code))
     elif api == "ElectLeaders":
         out["error_code"] = code
         out["replica_election_results"] = [
             {"topic": t["topic"], "partition_result": [
                 {"partition_id": p, "error_code": code, "error_message": None} for p in t["partitions"]]}
             for t in body["topic_partitions"] or []]
+    elif api in ACL_APIS:
+        from metadata.controller.common import error_response
+
+        out.update(error_response(api, body, code))
     elif api in ("IncrementalAlterConfigs", "AlterConfigs"):
         out["responses"] = [{"error_code": code, "resource_type": r["resource_type"],
                              "resource_name": r["resource_name"]} for r in body["resources"]]

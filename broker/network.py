@@ -139,7 +139,7 @@ class KafkaConnection:
     async def _handle_frame(self, payload: bytes, answers: trio.MemorySendChannel) -> bool:
         """Handle one request; False closes the connection."""
         try:
-            request = rpc.decode_request(payload, self.supported)
+            request = rpc.decode_request(payload, self.supported, self.principal, self.peer)
         except UnsupportedVersion as exc:
             if exc.api_key == rpc.API_KEYS["ApiVersions"]:
                 top = (self.supported or {}).get(exc.api_key) or rpc.codec.versions_of("ApiVersions")

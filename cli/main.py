@@ -110,7 +110,10 @@ def start_command(config_path, overrides, log_level, profile_path) -> None:
               help="Every listener's protocol, node-to-node included, with throwaway certificates and the "
                    "SASL user admin (password admin-secret; SCRAM-SHA-512 between brokers, PLAIN to the "
                    "controllers); writes client.properties for Kafka's tools and kraftctl --command-config.")
-def cluster_command(controllers, brokers, data_dir, first_port, host, overrides, security) -> None:
+@click.option("--authorizer", is_flag=True,
+              help="With --security: ACLs on (Kafka's StandardAuthorizer); the nodes and the admin user are "
+                   "super.users, every other user needs ACLs (kraftctl acls).")
+def cluster_command(controllers, brokers, data_dir, first_port, host, overrides, security, authorizer) -> None:
     """Format and run a local development cluster until Ctrl-C."""
     import signal
     import tempfile
@@ -128,7 +131,10 @@ def cluster_command(controllers, brokers, data_dir, first_port, host, overrides,
     if security.upper() != "PLAINTEXT":
         from kraft.security.dev_cluster import ClusterSecurity
 
-        cluster_security = ClusterSecurity(security)
+        cluster_security = ClusterSecurity(security, authorizer=authorizer)
+    elif authorizer:
+        click.echo("Error: --authorizer needs --security (ACLs are per authenticated user)", err=True)
+        sys.exit(1)
     cluster = LocalCluster(base, controllers=controllers, brokers=brokers, host=host,
                            first_broker_port=first_port or None, overrides=extra, security=cluster_security)
     stop = []
@@ -177,6 +183,7 @@ def cluster_command(controllers, brokers, data_dir, first_port, host, overrides,
 
 
 def _register_admin_commands() -> None:
+    from cli.acls import acls_command
     from cli.configs import configs_command, quorum_group
     from cli.console import console_consumer, console_producer
     from cli.dump_log import dump_log_command
@@ -191,6 +198,7 @@ def _register_admin_commands() -> None:
     main.add_command(topics_command)
     main.add_command(perf_group)
     main.add_command(configs_command)
+    main.add_command(acls_command)
     main.add_command(quorum_group)
     main.add_command(groups_command)
     main.add_command(transactions_group)

@@ -21,6 +21,7 @@ from broker.group_service import GroupCoordinatorService
 from broker.lifecycle import BrokerLifecycle
 from broker.metadata_listener import MetadataListener
 from broker.connection_limits import ConnectionLimits, ConnectionQuotas
+from broker.authorization import RequestAuthorization, controller_check
 from broker.network import serve_kafka
 from broker.network_security import ListenerAuth
 from broker.offsets_store import (GROUP_KEY_TYPE, OFFSETS_TOPIC, TRANSACTION_KEY_TYPE, TXN_STATE_TOPIC,
@@ -136,6 +137,7 @@ class Node:
         self.request_metrics = RequestMetrics() if config["kraft.metrics.port"] else None
         self.watchdog = LoopWatchdog(freeze=config["kraft.gc.freeze.enable"])
         self.data_path: DataPath | None = None
+        self.controller_authorization: RequestAuthorization | None = None
         self.groups: GroupCoordinatorService | None = None
 
     def _own_host(self) -> str | None:
@@ -191,6 +193,8 @@ class Node:
                 self.controller.driver = self.driver
                 endpoint = next(config.listener(n) for n in config.controller_listener_names if config.listener(n))
                 controller = self.controller.controller
+                self.controller_authorization = RequestAuthorization.from_config(
+                    config, lambda: controller.image, check_of=controller_check)
                 await nursery.start(functools.partial(
                     serve_kafka, self._controller_request, endpoint.host or "0.0.0.0", endpoint.port,
                     max_frame_bytes=config["socket.request.max.bytes"],
@@ -344,6 +348,11 @@ class Node:
                 log.info("%s: ISR %s -> %s", partition.name, proposal.kind.value, list(proposal.new_isr))
 
     async def _controller_request(self, request: rpc.Request) -> dict:
+        if self.controller_authorization is not None:  # ACLs, as on the broker listeners
+            return await self.controller_authorization.handle(request, self._route_controller_request)
+        return await self._route_controller_request(request)
+
+    async def _route_controller_request(self, request: rpc.Request) -> dict:
         api = request.api
         if api in QUORUM_APIS:
             return await self.driver.handle(api, request.body)

@@ -32,6 +32,14 @@ def _at_least(n):
     return lambda v: None if v >= n else f"must be at least {n}"
 
 
+def _authorizer_name(value: str) -> str | None:
+    from kraft.security.authorizer import AUTHORIZER_NAMES, STANDARD_AUTHORIZER
+
+    if not value or value.strip() in AUTHORIZER_NAMES:
+        return None
+    return f"kraft's only authorizer is {STANDARD_AUTHORIZER} (or: standard)"
+
+
 def parse_per_ip_overrides(entries: list[str]) -> dict[str, int]:
     """``max.connections.per.ip.overrides``: ``host:count`` entries (``[v6]:count`` too)."""
     out = {}
@@ -86,6 +94,11 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"]),
     _K("ssl.principal.mapping.rules", "string", "DEFAULT",
        validate=lambda v: None if v.strip() == "DEFAULT" else "is DEFAULT only in kraft"),
+    # Authorization (kraft.security.authorizer): off unless authorizer.class.name names
+    # Kafka's StandardAuthorizer (or the alias "standard")
+    _K("authorizer.class.name", "string", "", validate=_authorizer_name),
+    _K("super.users", "string", None),
+    _K("allow.everyone.if.no.acl.found", "bool", False),
     _K("log.dirs", "list", []),
     _K("log.dir", "string", "/tmp/kraft-logs"),
     _K("metadata.log.dir", "string", None),

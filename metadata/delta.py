@@ -20,6 +20,7 @@ from metadata.image import (
     TopicImage,
     frozen_map,
 )
+from kraft.security.authorizer import AclBinding
 from kraft.security.scram import ScramCredential
 from metadata.serde import MetadataRecord
 
@@ -51,6 +52,7 @@ class MetadataDelta:
         self._configs: dict[tuple[int, str], object] = {}  # key -> dict | _DELETED
         self._next_producer_id: int | None = None
         self._scram: dict[tuple[str, int], object] = {}  # (user, mechanism) -> credential | _DELETED
+        self._acls: dict[uuid.UUID, object] = {}  # id -> AclBinding | _DELETED
         self.changed_partitions: set[tuple[uuid.UUID, int]] = set()
 
     # -- reading through the delta
@@ -186,6 +188,15 @@ class MetadataDelta:
             raise ReplayError(f"RemoveUserScramCredentialRecord for a credential that does not exist: {key}")
         self._scram[key] = _DELETED
 
+    def _acl(self, d):
+        self._acls[d["id"]] = AclBinding.of(d["resource_type"], d["resource_name"], d["pattern_type"],
+                                            d["principal"], d["host"], d["operation"], d["permission_type"])
+
+    def _remove_acl(self, d):
+        if self._acls.get(d["id"], self.image.acls.get(d["id"])) in (None, _DELETED):
+            raise ReplayError(f"RemoveAccessControlEntryRecord for an ACL that does not exist: {d['id']}")
+        self._acls[d["id"]] = _DELETED
+
     def _ignore(self, d):
         pass
 
@@ -230,6 +241,8 @@ class MetadataDelta:
             fields["next_producer_id"] = self._next_producer_id
         if self._scram:
             fields["scram_credentials"] = _merged(img.scram_credentials, self._scram)
+        if self._acls:
+            fields["acls"] = _merged(img.acls, self._acls)
         return replace(img, **fields)
 
 
@@ -260,10 +273,12 @@ _HANDLERS = {
     "NoOpRecord": MetadataDelta._ignore,
     "UserScramCredentialRecord": MetadataDelta._scram_credential,
     "RemoveUserScramCredentialRecord": MetadataDelta._remove_scram_credential,
-    # Valid metadata that kraft does not model yet (ACLs, quotas, delegation tokens,
+    "AccessControlEntryRecord": MetadataDelta._acl,
+    "RemoveAccessControlEntryRecord": MetadataDelta._remove_acl,
+    # Valid metadata that kraft does not model yet (quotas, delegation tokens,
     # metadata transactions): replayed as no-ops, absent from snapshots.
     **{name: MetadataDelta._ignore for name in (
-        "AccessControlEntryRecord", "RemoveAccessControlEntryRecord", "ClientQuotaRecord", "DelegationTokenRecord",
+        "ClientQuotaRecord", "DelegationTokenRecord",
         "RemoveDelegationTokenRecord", "BeginTransactionRecord", "EndTransactionRecord",
         "AbortTransactionRecord",
     )},

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Iterator, Mapping
 
+from kraft.security.authorizer import AclBinding, AclIndex, index_of
 from kraft.security.scram import ScramCredential
 from metadata.serde import MetadataRecord, make
 
@@ -234,8 +235,16 @@ class MetadataImage:
     next_producer_id: int = 0
     # SCRAM credentials: (user, Kafka's mechanism type) -> credential (never a password)
     scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: EMPTY_MAP)
+    # ACLs (kraft.security.authorizer): the AccessControlEntryRecord's id -> the ACL
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: EMPTY_MAP)
 
     # -- queries
+
+    @property
+    def acl_index(self) -> AclIndex:
+        """The ACLs arranged for authorization, built once per ACL change (images that
+        share their ``acls`` share it)."""
+        return _acl_index(self.acls)
 
     def topic(self, name: str) -> TopicImage | None:
         return self.topics_by_name.get(name)
@@ -285,6 +294,10 @@ class MetadataImage:
         for (user, mechanism), c in sorted(self.scram_credentials.items()):
             out.append(make("UserScramCredentialRecord", name=user, mechanism=mechanism, salt=c.salt,
                             stored_key=c.stored_key, server_key=c.server_key, iterations=c.iterations))
+        for acl_id, a in sorted(self.acls.items()):
+            out.append(make("AccessControlEntryRecord", id=acl_id, resource_type=a.resource_type,
+                            resource_name=a.resource_name, pattern_type=a.pattern_type, principal=a.principal,
+                            host=a.host, operation=a.operation, permission_type=a.permission))
         if self.next_producer_id:
             out.append(make("ProducerIdsRecord", broker_id=-1, broker_epoch=-1,
                             next_producer_id=self.next_producer_id))
@@ -302,3 +315,16 @@ class MetadataImage:
 
 
 EMPTY_IMAGE = MetadataImage()
+
+_ACL_INDEXES: dict[int, tuple[Mapping, AclIndex]] = {}  # id(acls mapping) -> (it, its index)
+
+
+def _acl_index(acls: Mapping) -> AclIndex:
+    cached = _ACL_INDEXES.get(id(acls))
+    if cached is not None and cached[0] is acls:
+        return cached[1]
+    if len(_ACL_INDEXES) > 16:  # images keep few ACL mappings alive: the newest ones
+        _ACL_INDEXES.clear()
+    index = index_of(acls)
+    _ACL_INDEXES[id(acls)] = (acls, index)
+    return index

@@ -18,6 +18,7 @@ REVIEWED = {
     ("OffsetFetch", ".topics"): "null asks for every committed offset of the group",
     ("OffsetFetch", ".groups[].topics"): "null asks for every committed offset of the group",
     ("DescribeLogDirs", ".results[].topics"): "null asks for every partition the broker hosts",
+    ("ListPartitionReassignments", ".topics"): "null asks for every reassignment under way: the answer lists them",
 }
 
 

@@ -34,6 +34,10 @@ class Request:
     header: RequestHeader
     api: str  # "Produce", "Fetch", ...
     body: dict
+    # Who sent it (Kafka's RequestContext): the connection's authenticated principal and
+    # the client's address, which authorization decides by.
+    principal: str = "User:ANONYMOUS"
+    client_host: str = ""
 
     @property
     def version(self) -> int:
@@ -59,7 +63,7 @@ def peek_header(payload) -> tuple[int, int, int]:
     return r.int16(), r.int16(), r.int32()
 
 
-def decode_request(payload, supported=None) -> Request:
+def decode_request(payload, supported=None, principal: str = "User:ANONYMOUS", client_host: str = "") -> Request:
     """Parse a request frame's payload.
 
     ``supported`` optionally maps api key -> Versions the node serves (narrower than the
@@ -83,7 +87,7 @@ def decode_request(payload, supported=None) -> Request:
     # its 4-byte array-count placeholder behind the body).
     body = codec.decode(api, "request", api_version, memoryview(payload)[pos:], allow_trailing=True)
     return Request(
-        RequestHeader(api_key, api_version, correlation_id, header["client_id"]), api, body
+        RequestHeader(api_key, api_version, correlation_id, header["client_id"]), api, body, principal, client_host
     )
 
 

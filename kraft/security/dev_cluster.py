@@ -8,6 +8,11 @@ Node-to-node traffic uses the cluster's protocol: brokers authenticate with
 listener uses PLAIN (as in Kafka, SCRAM cannot authenticate the controller quorum: its
 credentials live in the metadata log that the quorum itself replicates).  On SSL, every
 listener requires client certificates (mutual TLS) and nodes present theirs.
+
+The nodes' own principals (``User:admin``, and on TLS the server certificate's; on SSL the
+first client certificate's too, the admin's there) are ``super.users``, so with ``authorizer=True`` (``authorizer.class.name``: ACLs, Kafka's
+StandardAuthorizer) replication, the quorum and the admin user keep working while every
+other user needs ACLs.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kraft.security.authorizer import STANDARD_AUTHORIZER
 from kraft.security.config import SASL_PROTOCOLS, TLS_PROTOCOLS
 from kraft.security.dev_certs import DevCertificates, write_dev_certificates
 
@@ -35,6 +41,7 @@ class ClusterSecurity:
     client_certificates: tuple[str, ...] = ("client",)
     admin_user: str = "admin"
     admin_password: str = "admin-secret"
+    authorizer: bool = False  # ACLs on (authorizer.class.name), the nodes' principals super users
     certificates: DevCertificates | None = None  # written by prepare()
 
     def __post_init__(self):
@@ -89,7 +96,23 @@ class ClusterSecurity:
         if self.protocol in SASL_PROTOCOLS:
             props["sasl.mechanism.inter.broker.protocol"] = self.mechanism
             props["sasl.mechanism.controller.protocol"] = "PLAIN"
+        props["super.users"] = ";".join(self.node_principals())
+        if self.authorizer:
+            props["authorizer.class.name"] = STANDARD_AUTHORIZER
         return props
+
+    def node_principals(self) -> list[str]:
+        """Who the nodes are to each other: the SASL admin user, and the subject of the
+        certificate they present on TLS listeners."""
+        out = [f"User:{self.admin_user}"]
+        if self.certificates is not None:
+            from cryptography import x509
+
+            server = x509.load_pem_x509_certificates(self.certificates.server.read_bytes())[0]
+            out.append("User:" + server.subject.rfc4514_string())
+            if self.protocol == "SSL" and self.client_certificates:  # no SASL admin: the first client's
+                out.append(self.certificates.clients[self.client_certificates[0]].principal)
+        return out
 
     def client_properties(self, listener: str | None = None, user: str | None = None,
                           mechanism: str | None = None) -> dict[str, str]:

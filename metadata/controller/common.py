@@ -151,7 +151,19 @@ def error_response(api: str, body: dict, code: ErrorCode, message: str | None = 
         return {"results": [{"user": u, "error_code": code, "error_message": message} for u in users]}
     if api == "DescribeUserScramCredentials":
         return {"error_code": code, "error_message": message, "results": []}
-    if api in ("UnregisterBroker", "ControllerRegistration"):
+    if api == "CreateAcls":
+        return {"results": [{"error_code": code, "error_message": message} for _ in body["creations"]]}
+    if api == "DeleteAcls":
+        return {"filter_results": [{"error_code": code, "error_message": message, "matching_acls": []}
+                                   for _ in body["filters"]]}
+    if api == "AlterPartitionReassignments":
+        return {"error_code": code, "error_message": message, "responses": [
+            {"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"], "error_code": code, "error_message": message}
+                for p in t["partitions"]]} for t in body["topics"]]}
+    if api == "ListPartitionReassignments":
+        return {"error_code": code, "error_message": message, "topics": []}
+    if api in ("UnregisterBroker", "ControllerRegistration", "DescribeAcls"):
         return {"error_code": code, "error_message": message}
     # AlterPartition, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds
     return {"error_code": code}

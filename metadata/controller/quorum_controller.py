@@ -35,7 +35,8 @@ from random import Random
 from typing import Callable, Sequence
 
 from kraft.protocol.error_codes import ErrorCode
-from metadata.controller import cluster, config_control, partitions, reassignment, scram_control, topics
+from metadata.controller import (acl_control, cluster, config_control, partitions, reassignment, scram_control,
+                                 topics)
 from metadata.controller.elections import rebalance_leaders
 from metadata.controller.common import ApiError, ControllerConfig, ControllerResult, Txn, error_response
 from metadata.delta import apply_records
@@ -61,6 +62,9 @@ HANDLERS: dict[str, Handler] = {
     "AlterConfigs": config_control.alter_configs,
     "AlterUserScramCredentials": scram_control.alter_user_scram_credentials,
     "DescribeUserScramCredentials": scram_control.describe_user_scram_credentials,
+    "CreateAcls": acl_control.create_acls,
+    "DeleteAcls": acl_control.delete_acls,
+    "DescribeAcls": acl_control.describe_acls,
 }
 
 

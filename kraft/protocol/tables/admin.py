@@ -290,4 +290,69 @@ response 0 flex=0+
     User string 0+
     ErrorCode int16 0+
     ErrorMessage string 0+ null=0+
+
+api DescribeAcls 29
+request 0-3 flex=2+
+  ResourceTypeFilter int8 0+
+  ResourceNameFilter string 0+ null=0+
+  PatternTypeFilter int8 1+ default=3
+  PrincipalFilter string 0+ null=0+
+  HostFilter string 0+ null=0+
+  Operation int8 0+
+  PermissionType int8 0+
+response 0-3 flex=2+
+  ThrottleTimeMs int32 0+
+  ErrorCode int16 0+
+  ErrorMessage string 0+ null=0+
+  Resources []DescribeAclsResource 0+
+    ResourceType int8 0+
+    ResourceName string 0+
+    PatternType int8 1+ default=3
+    Acls []AclDescription 0+
+      Principal string 0+
+      Host string 0+
+      Operation int8 0+
+      PermissionType int8 0+
+
+api CreateAcls 30
+request 0-3 flex=2+
+  Creations []AclCreation 0+
+    ResourceType int8 0+
+    ResourceName string 0+
+    ResourcePatternType int8 1+ default=3
+    Principal string 0+
+    Host string 0+
+    Operation int8 0+
+    PermissionType int8 0+
+response 0-3 flex=2+
+  ThrottleTimeMs int32 0+
+  Results []AclCreationResult 0+
+    ErrorCode int16 0+
+    ErrorMessage string 0+ null=0+
+
+api DeleteAcls 31
+request 0-3 flex=2+
+  Filters []DeleteAclsFilter 0+
+    ResourceTypeFilter int8 0+
+    ResourceNameFilter string 0+ null=0+
+    PatternTypeFilter int8 1+ default=3
+    PrincipalFilter string 0+ null=0+
+    HostFilter string 0+ null=0+
+    Operation int8 0+
+    PermissionType int8 0+
+response 0-3 flex=2+
+  ThrottleTimeMs int32 0+
+  FilterResults []DeleteAclsFilterResult 0+
+    ErrorCode int16 0+
+    ErrorMessage string 0+ null=0+
+    MatchingAcls []DeleteAclsMatchingAcl 0+
+      ErrorCode int16 0+
+      ErrorMessage string 0+ null=0+
+      ResourceType int8 0+
+      ResourceName string 0+
+      PatternType int8 1+ default=3
+      Principal string 0+
+      Host string 0+
+      Operation int8 0+
+      PermissionType int8 0+
 """
