@@ -203,13 +203,18 @@ class PartitionState:
             self.epoch_cache.assign(leader_epoch, log_end_offset)
             self.leader_epoch_start_offset = log_end_offset
             self.remote = {}
+        self._track_replicas(now_ms)
+        return LeadershipChange(True, tuple(self._maybe_increment_hw()))
+
+    def _track_replicas(self, now_ms: int) -> None:
+        """Keep a follower state for each replica of the assignment, and only for them (a
+        reassignment adds and removes replicas under the same leader)."""
         for rid in self.replicas:
             if rid != self.local_id and rid not in self.remote:
                 caught_up = now_ms if rid in self.isr else 0
                 self.remote[rid] = ReplicaState(rid, last_caught_up_time_ms=caught_up)
         for rid in [r for r in self.remote if r not in self.replicas]:
             del self.remote[rid]
-        return LeadershipChange(True, tuple(self._maybe_increment_hw()))
 
     def become_follower(self, leader_id: int, leader_epoch: int, partition_epoch: int,
                         replicas: Iterable[int], isr: Iterable[int], log_end_offset: int,
@@ -432,7 +437,10 @@ class PartitionState:
         self._assignment = _Assignment(tuple(replicas) if replicas is not None else self.replicas,
                                        frozenset(new_isr))
         self.pending = None
-        return self._maybe_increment_hw() if self.is_leader else []
+        if not self.is_leader:
+            return []
+        self._track_replicas(0)  # a replica joining by reassignment is not caught up yet
+        return self._maybe_increment_hw()
 
     def on_alter_partition_failed(self) -> list[ProduceCompletion]:
         """The proposal was rejected or lost: forget it (a later check may propose again)."""

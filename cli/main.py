@@ -189,7 +189,7 @@ def _register_admin_commands() -> None:
     from cli.dump_log import dump_log_command
     from cli.groups import groups_command
     from cli.operations import (cluster_tool_group, delete_records_command, leader_election_command,
-                                log_dirs_command)
+                                log_dirs_command, reassign_partitions_command)
     from cli.perf import perf_group
     from cli.top import top_command
     from cli.topics import topics_command
@@ -210,6 +210,7 @@ def _register_admin_commands() -> None:
     main.add_command(leader_election_command)
     main.add_command(log_dirs_command)
     main.add_command(cluster_tool_group)
+    main.add_command(reassign_partitions_command)
 
 
 _register_admin_commands()

@@ -252,3 +252,176 @@ def unregister_command(bootstrap_server, broker_id, command_config):
         fail(f"could not unregister broker {broker_id}: {error_name(resp['error_code'])}"
              + (f" ({resp['error_message']})" if resp.get("error_message") else ""))
     click.echo(f"Broker {broker_id} is no longer registered.")
+
+
+# ------------------------------------------------------------------ reassign-partitions
+
+def _assignment(admin: AdminClient, topics: list[str]) -> dict[tuple[str, int], list[int]]:
+    md = admin.metadata(sorted(set(topics)))
+    out = {}
+    for t in md["topics"]:
+        if t["error_code"]:
+            raise AdminError(f"topic '{t['name']}': {error_name(t['error_code'])}")
+        for p in t["partitions"]:
+            out[(t["name"], p["partition_index"])] = list(p["replica_nodes"])
+    return out
+
+
+def _assignment_json(assignment: dict[tuple[str, int], list[int]]) -> str:
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": replicas, "log_dirs": ["any"] * len(replicas)}
+        for (t, p), replicas in sorted(assignment.items())]})
+
+
+def _reassignment_file(path: str) -> dict[tuple[str, int], list[int]]:
+    doc = _read_json(path, "reassignment JSON file")
+    parts = _partition_list(doc, path, False)
+    out = {}
+    for p in parts:
+        replicas = p.get("replicas")
+        if not isinstance(replicas, list) or not replicas or not all(isinstance(r, int) for r in replicas):
+            fail(f"{path}: partition {p['topic']}-{p['partition']} needs \"replicas\", a non-empty list of broker ids")
+        if len(set(replicas)) != len(replicas):
+            fail(f"{path}: partition {p['topic']}-{p['partition']} lists a broker twice: {replicas}")
+        out[(p["topic"], p["partition"])] = replicas
+    return out
+
+
+def _alter(admin: AdminClient, targets: dict[tuple[str, int], list[int] | None]) -> dict:
+    topics: dict[str, list[dict]] = {}
+    for (t, p), replicas in sorted(targets.items()):
+        topics.setdefault(t, []).append({"partition_index": p, "replicas": replicas})
+    resp = admin.call("AlterPartitionReassignments", {"timeout_ms": 30000, "topics": [
+        {"name": t, "partitions": ps} for t, ps in topics.items()]})
+    if resp["error_code"]:
+        raise AdminError(f"reassignment refused: {error_name(resp['error_code'])}"
+                         + (f" ({resp['error_message']})" if resp.get("error_message") else ""))
+    errors = {}
+    for t in resp["responses"]:
+        for p in t["partitions"]:
+            if p["error_code"]:
+                errors[(t["name"], p["partition_index"])] = error_name(p["error_code"]) + (
+                    f" ({p['error_message']})" if p.get("error_message") else "")
+    return errors
+
+
+def _ongoing(admin: AdminClient, topics=None) -> dict[tuple[str, int], dict]:
+    resp = admin.call("ListPartitionReassignments", {"timeout_ms": 30000, "topics": topics})
+    if resp["error_code"]:
+        raise AdminError(f"cannot list reassignments: {error_name(resp['error_code'])}")
+    return {(t["name"], p["partition_index"]): p for t in resp["topics"] for p in t["partitions"]}
+
+
+def _names(keys) -> str:
+    return ",".join(f"{t}-{p}" for t, p in sorted(keys))
+
+
+@click.command("reassign-partitions")
+@click.option("--bootstrap-server", required=True)
+@click.option("--generate", is_flag=True, help="Propose an assignment of --topics-to-move-json-file onto --broker-list.")
+@click.option("--execute", is_flag=True, help="Start the reassignment in --reassignment-json-file.")
+@click.option("--verify", is_flag=True, help="Tell whether the reassignment in --reassignment-json-file is done.")
+@click.option("--cancel", is_flag=True, help="Cancel the reassignment in --reassignment-json-file.")
+@click.option("--list", "list_", is_flag=True, help="List the reassignments under way.")
+@click.option("--topics-to-move-json-file", type=click.Path(dir_okay=False),
+              help='{"topics": [{"topic": "t"}], "version": 1}')
+@click.option("--broker-list", help="Comma-separated broker ids for --generate.")
+@click.option("--reassignment-json-file", type=click.Path(dir_okay=False),
+              help='{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [4, 5, 6]}]}')
+@click.option("--command-config", type=click.Path(dir_okay=False), default=None)
+def reassign_partitions_command(bootstrap_server, generate, execute, verify, cancel, list_,
+                                topics_to_move_json_file, broker_list, reassignment_json_file, command_config):
+    """Move partitions between brokers (kafka-reassign-partitions.sh): new replicas catch up
+    and join the ISR before the old ones leave."""
+    actions = [name for name, on in (("--generate", generate), ("--execute", execute), ("--verify", verify),
+                                     ("--cancel", cancel), ("--list", list_)) if on]
+    if len(actions) != 1:
+        fail("give exactly one of --generate, --execute, --verify, --cancel and --list")
+    action = actions[0]
+    if action == "--generate" and not (topics_to_move_json_file and broker_list):
+        fail("--generate needs --topics-to-move-json-file and --broker-list")
+    if action in ("--execute", "--verify", "--cancel") and not reassignment_json_file:
+        fail(f"{action} needs --reassignment-json-file")
+    admin = _admin(bootstrap_server, command_config)
+    try:
+        if action == "--generate":
+            _generate(admin, topics_to_move_json_file, broker_list)
+        elif action == "--list":
+            ongoing = _ongoing(admin)
+            click.echo("Current partition reassignments:" if ongoing else "No partition reassignments found.")
+            for (t, p), r in sorted(ongoing.items()):
+                click.echo(f"{t}-{p}: replicas: {','.join(map(str, r['replicas']))}. adding: "
+                           f"{','.join(map(str, r['adding_replicas']))}. removing: {','.join(map(str, r['removing_replicas']))}.")
+        else:
+            targets = _reassignment_file(reassignment_json_file)
+            if action == "--execute":
+                current = _assignment(admin, [t for t, _ in targets])
+                missing = [k for k in targets if k not in current]
+                if missing:
+                    fail(f"no partition {_names(missing)}")
+                click.echo("Current partition replica assignment\n")
+                click.echo(_assignment_json({k: current[k] for k in targets}))
+                click.echo("\nSave this to use as the --reassignment-json-file option during rollback")
+                errors = _alter(admin, targets)
+                _report("started partition reassignments", targets, errors)
+            elif action == "--cancel":
+                errors = _alter(admin, {k: None for k in targets})
+                _report("cancelled partition reassignments", targets, errors)
+            else:
+                _verify(admin, targets)
+    except AdminError as exc:
+        fail(str(exc))
+
+
+def _report(what: str, targets, errors: dict) -> None:
+    done = [k for k in targets if k not in errors]
+    if done:
+        click.echo(f"Successfully {what} for {_names(done)}")
+    if errors:
+        for (t, p), message in sorted(errors.items()):
+            click.echo(f"Error for {t}-{p}: {message}", err=True)
+        raise SystemExit(1)
+
+
+def _verify(admin: AdminClient, targets) -> None:
+    ongoing = _ongoing(admin)
+    current = _assignment(admin, [t for t, _ in targets])
+    click.echo("Status of partition reassignment:")
+    pending = False
+    for (t, p), replicas in sorted(targets.items()):
+        if (t, p) in ongoing:
+            pending = True
+            click.echo(f"Reassignment of partition {t}-{p} is still in progress.")
+        elif current.get((t, p)) == replicas:
+            click.echo(f"Reassignment of partition {t}-{p} is completed.")
+        else:
+            pending = True
+            click.echo(f"There is no active reassignment of partition {t}-{p}, but replica set is "
+                       f"{current.get((t, p))} rather than {replicas}.")
+    if pending:
+        raise SystemExit(1)
+
+
+def _generate(admin: AdminClient, topics_file: str, broker_list: str) -> None:
+    doc = _read_json(topics_file, "topics JSON file")
+    entries = doc.get("topics")
+    if not isinstance(entries, list) or not entries or not all(
+            isinstance(e, dict) and isinstance(e.get("topic"), str) for e in entries):
+        fail(f"{topics_file}: expected {{\"topics\": [{{\"topic\": \"name\"}}, ...]}}")
+    try:
+        brokers = [int(b) for b in broker_list.split(",") if b.strip()]
+    except ValueError:
+        fail(f"--broker-list: {broker_list!r} is not a list of broker ids")
+    if not brokers or len(set(brokers)) != len(brokers):
+        fail("--broker-list: give distinct broker ids")
+    current = _assignment(admin, [e["topic"] for e in entries])
+    proposed = {}
+    for i, (key, replicas) in enumerate(sorted(current.items())):
+        if len(replicas) > len(brokers):
+            fail(f"{key[0]}-{key[1]} has {len(replicas)} replicas, more than the {len(brokers)} brokers listed")
+        # Round robin, as Kafka's rack-unaware assignment: each partition starts one broker on.
+        proposed[key] = [brokers[(i + k) % len(brokers)] for k in range(len(replicas))]
+    click.echo("Current partition replica assignment")
+    click.echo(_assignment_json(current))
+    click.echo("\nProposed partition reassignment configuration")
+    click.echo(_assignment_json(proposed))

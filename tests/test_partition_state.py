@@ -183,6 +183,21 @@ def test_expansion_needs_the_follower_at_the_hw():
     assert fetch(p, 3, 20).isr_proposal.new_isr == (1, 2, 3)
 
 
+def test_a_replica_added_by_reassignment_fetches_and_joins_under_the_same_leader():
+    p = make_leader(replicas=(1, 2), leo=10, hw=10)
+    fetch(p, 2, 10)
+    # the controller adds replica 3 (and starts removing 2) without a new leader epoch
+    p.on_partition_change_committed((1, 2), p.partition_epoch + 1, replicas=(3, 1, 2))
+    assert fetch(p, 3, 0).isr_proposal is None  # known, not caught up
+    assert fetch(p, 3, 10).isr_proposal.new_isr == (1, 2, 3)
+    p.on_partition_change_committed((1, 2, 3), p.partition_epoch + 1, replicas=(3, 1, 2))
+    # completion: 2 leaves; its fetches are refused from then on
+    p.on_partition_change_committed((1, 3), p.partition_epoch + 1, replicas=(3, 1))
+    assert 2 not in p.remote
+    assert p.on_follower_fetch(2, 10, p.leader_epoch, 0, current_leader_epoch=p.leader_epoch).error \
+        is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
 def test_expansion_waits_for_the_epoch_start_even_above_the_hw():
     # A new leader's HW may lag the start of its epoch (replica 2 has not fetched yet).
     p = make_leader(isr=(1, 2), leo=10, hw=6, epoch=3)
