@@ -357,7 +357,8 @@ def make_oracle(bootstrap: str, topics: list[tuple[str, int]]):
         return pm.leader if pm is not None and pm.leader >= 0 else None
 
     parts = [(t, p) for t, n in topics[:4] for p in range(min(n, 4))]
-    return Oracle(controller=controller, leader=leader, partitions=parts)
+    return Oracle(controller=controller, leader=leader, partitions=parts, bootstrap=bootstrap,
+                  topics=list(topics))
 
 
 # ---------------------------------------------------------------- the run

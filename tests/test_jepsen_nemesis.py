@@ -526,7 +526,7 @@ def test_coverage_phase_holds_every_fault_long_enough_and_aims_the_first_partiti
     steps = schedule(3, list(FAULTS), 12, ScheduleOptions(min_hold_s=9.0))
     started = {s.op["f"][6:] for s in steps if s.op["f"].startswith("start-")}
     assert started == set(FAULTS)
-    assert all(b - a >= 2.0 - 1e-6 for _, a, b in fault_windows(steps))
+    assert all(b - a >= 12 / len(FAULTS) - 2e-3 for _, a, b in fault_windows(steps))  # times kept to ms
     # Specs the user chose are respected: no leader partition unless allowed.
     steps = schedule(3, ["partition"], 60, ScheduleOptions(partition_specs=["one"]))
     assert {s.op["value"] for s in steps if s.op["f"] == "start-partition"} == {"one"}

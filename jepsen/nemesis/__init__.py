@@ -1,5 +1,5 @@
 """Nemeses (Jepsen's model): clients that receive ``start-X``/``stop-X`` ops and record what
-they did.  Faults: kill, pause, partition, packet, clock, file; ``Compose`` mixes them and
+they did.  Faults: kill, pause, partition, packet, clock, file, membership; ``Compose`` mixes them and
 ``schedule`` + ``run_schedule`` play a seeded timeline ending in a heal and a recovery wait.
 
     nemesis = make_nemesis(hosts, ["kill", "partition", "clock"], seed=7, oracle=oracle)
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from jepsen.nemesis._clock import ClockFiles, ClockNemesis
 from jepsen.nemesis._core import PROCESS, Compose, Nemesis, completed, op
+from jepsen.nemesis._membership import MembershipNemesis
 from jepsen.nemesis._faults import (FILE_FAULTS, FileNemesis, KillNemesis, PacketNemesis,
                                     PartitionNemesis, PauseNemesis)
 from jepsen.nemesis._schedule import (DEFAULT_INTERVAL_S, FAULTS, RECOVER, ScheduleOptions, Step,
@@ -26,7 +27,8 @@ from jepsen.nemesis._schedule import (DEFAULT_INTERVAL_S, FAULTS, RECOVER, Sched
 from jepsen.nemesis._targets import TARGET_SPECS, Oracle, select_targets
 
 _CLASSES = {"kill": KillNemesis, "pause": PauseNemesis, "partition": PartitionNemesis,
-            "packet": PacketNemesis, "clock": ClockNemesis, "file": FileNemesis}
+            "packet": PacketNemesis, "clock": ClockNemesis, "file": FileNemesis,
+            "membership": MembershipNemesis}
 
 
 def make_nemesis(hosts, faults: Sequence[str], *, seed: int = 0,
@@ -43,7 +45,7 @@ def make_nemesis(hosts, faults: Sequence[str], *, seed: int = 0,
 
 
 __all__ = ["DEFAULT_INTERVAL_S", "FAULTS", "FILE_FAULTS", "PROCESS", "RECOVER", "TARGET_SPECS",
-           "ClockFiles", "ClockNemesis", "Compose", "FileNemesis", "KillNemesis", "Nemesis",
+           "ClockFiles", "ClockNemesis", "Compose", "FileNemesis", "KillNemesis", "MembershipNemesis", "Nemesis",
            "Oracle", "PacketNemesis", "PartitionNemesis", "PauseNemesis", "ScheduleOptions",
            "Step", "completed", "fault_windows", "make_nemesis", "op", "options_for",
            "run_schedule", "schedule", "select_targets", "unsupported_faults"]

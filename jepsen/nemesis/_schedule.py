@@ -40,13 +40,13 @@ from jepsen.nemesis._core import Nemesis, completed, op
 from jepsen.nemesis._faults import FILE_FAULTS
 
 DEFAULT_INTERVAL_S = 10.0
-FAULTS = ("kill", "pause", "partition", "packet", "clock", "file")
+FAULTS = ("kill", "pause", "partition", "packet", "clock", "file", "membership")
 RECOVER = "recover"
 # The final heal: undo pauses, clocks and the network before restarting crashed nodes.
-FINAL_ORDER = ("pause", "clock", "packet", "partition", "kill", "file")
+FINAL_ORDER = ("pause", "clock", "packet", "partition", "kill", "file", "membership")
 # The coverage phase: faults that aim at a leader need a whole cluster to find it, so
 # they go before the destructive ones (a kill of every node leaves no leader to aim at).
-COVERAGE_ORDER = ("partition", "pause", "packet", "clock", "kill", "file")
+COVERAGE_ORDER = ("partition", "membership", "pause", "packet", "clock", "kill", "file")
 
 DEFAULT_TARGETS = ("one", "minority", "majority", "all", "controller", "primaries")
 DEFAULT_PACKET_BEHAVIORS = (
@@ -82,6 +82,7 @@ class ScheduleOptions:
     clock_max_ms: int = 120_000
     strobe_max_ms: int = 1_000
     file_faults: Sequence[str] = FILE_FAULTS
+    membership_counts: Sequence = (1, 2, "all")
 
 
 def _start_value(fault: str, rng: random.Random, o: ScheduleOptions, first: bool = False):
@@ -107,6 +108,8 @@ def _start_value(fault: str, rng: random.Random, o: ScheduleOptions, first: bool
                 "duration_s": round(rng.uniform(0.5, max(0.5, o.interval_s)), 3)}
     if fault == "file":
         return {"fault": rng.choice(list(o.file_faults)), "targets": "one"}
+    if fault == "membership":
+        return rng.choice(list(o.membership_counts))
     raise ValueError(f"unknown fault {fault!r} (one of {', '.join(FAULTS)})")
 
 

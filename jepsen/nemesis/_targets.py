@@ -30,6 +30,10 @@ class Oracle:
     controller: Callable[[], int | None] | None = None
     leader: Callable[[str, int], int | None] | None = None
     partitions: Sequence[tuple[str, int]] = ()
+    #: For nemeses that act through the cluster's own APIs (membership): where to reach
+    #: it, and the workload's topics with their partition counts.
+    bootstrap: str | None = None
+    topics: Sequence[tuple[str, int]] = ()
 
     def active_controller(self) -> int | None:
         return _ask(self.controller)

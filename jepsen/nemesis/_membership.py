@@ -1,0 +1,86 @@
+"""The membership nemesis: partition reassignments and preferred-leader elections under
+load (issue 22).  Redpanda's Jepsen analysis found lost writes only with such a nemesis:
+replica sets that change while the workload writes exercise code no crash reaches (a
+leader whose replica set grows and shrinks under one epoch, followers that appear and are
+deleted, leadership handed to a replica that just caught up).
+
+``start-membership`` (value: how many of the workload's partitions, an int or ``"all"``)
+reassigns that many partitions, chosen at random, to a random replica set of the same
+size among the live brokers (a new order is a move too: it changes the preferred leader).
+``stop-membership`` elects the preferred leader of every workload partition, which after
+a move hands leadership to the new first replica.  Reassignments finish on their own (new
+replicas catch up and join the ISR), so a stop never waits for them; the final heal's
+preferred election is the last membership change of a run.
+"""
+
+from __future__ import annotations
+
+import random
+
+from jepsen.nemesis._core import Nemesis, completed
+from jepsen.nemesis._targets import Oracle
+
+PREFERRED = 0
+
+
+class MembershipNemesis(Nemesis):
+    fault = "membership"
+    fs = frozenset({"start-membership", "stop-membership"})
+
+    def __init__(self, hosts, rng: random.Random | None = None, oracle: Oracle | None = None):
+        super().__init__(rng)
+        self.hosts = hosts
+        self.oracle = oracle or Oracle()
+
+    def _admin(self):
+        from cli.admin_client import AdminClient
+
+        if not self.oracle.bootstrap:
+            raise RuntimeError("the membership nemesis needs the cluster's bootstrap servers")
+        return AdminClient(self.oracle.bootstrap, timeout_s=10)
+
+    def _partitions(self, admin) -> tuple[dict[tuple[str, int], list[int]], list[int]]:
+        md = admin.metadata(sorted({t for t, _ in self.oracle.topics}))
+        live = sorted(b["node_id"] for b in md["brokers"])
+        replicas = {(t["name"], p["partition_index"]): list(p["replica_nodes"])
+                    for t in md["topics"] if not t["error_code"] for p in t["partitions"]}
+        return replicas, live
+
+    def invoke(self, invocation: dict) -> dict:
+        f = invocation.get("f")
+        if f == "start-membership":
+            return completed(invocation, self.reassign(invocation.get("value")))
+        if f == "stop-membership":
+            return completed(invocation, self.elect())
+        self._unknown(invocation)
+
+    def reassign(self, how_many) -> dict:
+        admin = self._admin()
+        current, live = self._partitions(admin)
+        keys = sorted(current)
+        count = len(keys) if how_many == "all" else min(int(how_many or 1), len(keys))
+        moves = {}
+        for key in self.rng.sample(keys, count):
+            size = len(current[key])
+            if size > len(live):
+                continue  # not enough live brokers for a replica set of this size
+            moves[key] = self.rng.sample(live, size)
+        if not moves:
+            return {"moves": {}, "live": live}
+        topics: dict[str, list[dict]] = {}
+        for (t, p), target in sorted(moves.items()):
+            topics.setdefault(t, []).append({"partition_index": p, "replicas": target})
+        resp = admin.call("AlterPartitionReassignments", {"timeout_ms": 10000, "topics": [
+            {"name": t, "partitions": ps} for t, ps in topics.items()]})
+        errors = {f"{t['name']}-{p['partition_index']}": p["error_code"]
+                  for t in resp.get("responses", []) for p in t["partitions"] if p["error_code"]}
+        return {"moves": {f"{t}-{p}": [current[(t, p)], target] for (t, p), target in sorted(moves.items())},
+                "errors": errors, "error_code": resp["error_code"]}
+
+    def elect(self) -> dict:
+        admin = self._admin()
+        resp = admin.call("ElectLeaders", {"election_type": PREFERRED, "timeout_ms": 10000, "topic_partitions": [
+            {"topic": t, "partitions": list(range(n))} for t, n in self.oracle.topics]})
+        elected = [f"{t['topic']}-{p['partition_id']}" for t in resp["replica_election_results"]
+                   for p in t["partition_result"] if p["error_code"] == 0]
+        return {"elected": elected, "error_code": resp.get("error_code", 0)}
