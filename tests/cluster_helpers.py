@@ -120,3 +120,21 @@ def kraftctl(*args: str, timeout_s: float = 120) -> "subprocess.CompletedProcess
 
     return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True,
                           timeout=timeout_s)
+
+
+def cluster_metadata(cluster: LocalCluster, topics: list[str] | None = None) -> dict:
+    """Metadata from the first running broker that answers (one just restarted may not
+    listen yet); ``topics`` None asks for every topic."""
+    for b in cluster.brokers:
+        if b.running:
+            try:
+                return request(b.host, b.broker_port, "Metadata", 12,
+                               {"topics": None if topics is None else [{"name": t} for t in topics]})
+            except NodeUnavailable:
+                continue
+    raise AssertionError("no broker answers")
+
+
+def partitions_of(cluster: LocalCluster, topic: str) -> dict[int, dict]:
+    """Partition index -> Metadata partition of ``topic`` (empty while a broker does not know it)."""
+    return {p["partition_index"]: p for p in cluster_metadata(cluster, [topic])["topics"][0]["partitions"]}

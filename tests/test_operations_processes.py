@@ -10,8 +10,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster_helpers import fast_overrides, kraftctl, request, start_cluster, wait_until
-from kraft.client import NodeUnavailable
+from cluster_helpers import cluster_metadata, fast_overrides, kraftctl, partitions_of, start_cluster, wait_until
 from kraft.local_cluster import LocalCluster
 
 
@@ -34,21 +33,6 @@ def create(cluster, name, partitions, rf):
     del admin  # closed now, not when the cluster stops
     wait_until(lambda: all(p["leader_id"] >= 0 for p in partitions_of(cluster, name).values()) and
                len(partitions_of(cluster, name)) == partitions, what=f"{name} led")
-
-
-def metadata(cluster, topics=None):
-    for b in cluster.brokers:
-        if b.running:
-            try:
-                return request(b.host, b.broker_port, "Metadata", 12,
-                               {"topics": None if topics is None else [{"name": t} for t in topics]})
-            except NodeUnavailable:  # just restarted, not listening yet
-                continue
-    raise AssertionError("no broker answers")
-
-
-def partitions_of(cluster, name):
-    return {p["partition_index"]: p for p in metadata(cluster, [name])["topics"][0]["partitions"]}
 
 
 def produce(cluster, topic, partition, count):
@@ -103,7 +87,7 @@ def test_delete_records_moves_the_log_start_on_every_replica(cluster, tmp_path):
         assert result.low_watermark == 60
     finally:
         cluster.start(leader)
-        wait_until(lambda: len(metadata(cluster, [])["brokers"]) == 3, what="3 brokers")
+        wait_until(lambda: len(cluster_metadata(cluster, [])["brokers"]) == 3, what="3 brokers")
 
 
 def test_delete_records_refuses_offsets_beyond_the_high_watermark_and_bad_files(cluster, tmp_path):
@@ -159,7 +143,7 @@ def test_preferred_leader_election_after_a_restart(cluster):
 def test_unregistering_a_stopped_broker_keeps_new_replicas_off_it(cluster):
     gone = cluster.brokers[-1].node_id
     cluster.stop(gone)
-    wait_until(lambda: len(metadata(cluster, [])["brokers"]) == 2, what="2 live brokers")
+    wait_until(lambda: len(cluster_metadata(cluster, [])["brokers"]) == 2, what="2 live brokers")
     r = kraftctl("cluster-tool", "unregister", "--bootstrap-server", cluster.bootstrap_servers, "--id", str(gone))
     assert r.returncode == 0, r.stderr
     create(cluster, "after-unregister", 6, 2)
@@ -168,7 +152,7 @@ def test_unregistering_a_stopped_broker_keeps_new_replicas_off_it(cluster):
     assert r.returncode == 1 and "BROKER_ID_NOT_REGISTERED" in r.stderr
     # Started again, it registers anew and takes replicas again.
     cluster.start(gone)
-    wait_until(lambda: len(metadata(cluster, [])["brokers"]) == 3, timeout_s=60, what="3 live brokers")
+    wait_until(lambda: len(cluster_metadata(cluster, [])["brokers"]) == 3, timeout_s=60, what="3 live brokers")
     r = kraftctl("log-dirs", "--describe", "--bootstrap-server", cluster.bootstrap_servers,
                  "--topic-list", "after-unregister")
     assert r.returncode == 0, r.stderr

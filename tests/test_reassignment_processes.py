@@ -12,8 +12,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster_helpers import fast_overrides, kraftctl, request, start_cluster, wait_until
-from kraft.client import NodeUnavailable
+from cluster_helpers import fast_overrides, kraftctl, partitions_of, start_cluster, wait_until
 from kraft.local_cluster import LocalCluster
 
 
@@ -27,17 +26,6 @@ def cluster(tmp_path_factory):
         yield c
     finally:
         c.stop_all()
-
-
-def partitions_of(cluster, name):
-    for b in cluster.brokers:
-        if b.running:
-            try:
-                md = request(b.host, b.broker_port, "Metadata", 12, {"topics": [{"name": name}]})
-            except NodeUnavailable:
-                continue
-            return {p["partition_index"]: p for p in md["topics"][0]["partitions"]}
-    raise AssertionError("no broker answers")
 
 
 class Load:
