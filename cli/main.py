@@ -185,6 +185,7 @@ def _register_admin_commands() -> None:
     from cli.top import top_command
     from cli.topics import topics_command
     from cli.transactions import transactions_group
+    from cli.web_console import console_command
 
     main.add_command(topics_command)
     main.add_command(perf_group)
@@ -196,6 +197,7 @@ def _register_admin_commands() -> None:
     main.add_command(console_consumer)
     main.add_command(dump_log_command)
     main.add_command(top_command)
+    main.add_command(console_command)
 
 
 _register_admin_commands()

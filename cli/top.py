@@ -223,7 +223,7 @@ class Top:
         return list(self.pool.map(one, enumerate(self.endpoints)))
 
 
-def _endpoint_from_option(text: str) -> Endpoint:
+def endpoint_from_option(text: str) -> Endpoint:
     if text.startswith("http://") or text.startswith("https://"):
         return Endpoint(None, text)
     try:
@@ -247,7 +247,7 @@ def top_command(bootstrap_server, bootstrap_controller, metrics, interval, once)
     if not (bootstrap_server or bootstrap_controller or metrics):
         fail("one of --bootstrap-server, --bootstrap-controller, --metrics is required")
     try:
-        endpoints = [_endpoint_from_option(m) for m in metrics]
+        endpoints = [endpoint_from_option(m) for m in metrics]
         if bootstrap_server or bootstrap_controller:
             found = discover(bootstrap_server, bootstrap_controller)
             endpoints += [found[k] for k in sorted(found)]
