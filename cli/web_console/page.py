@@ -10,7 +10,6 @@ every few seconds.  Every element a reader or a test looks for carries a class o
 from __future__ import annotations
 
 import html
-import time
 from collections.abc import Iterable
 
 from cli.web_console.throughput import NODE_CHARTS, TOPIC_CHART, Throughput
@@ -213,9 +212,8 @@ def panels(snap: dict | None, throughput: Throughput, now_s: float, metrics_note
     """Everything below the page's header: what ``/panels`` answers and the page embeds."""
     if snap is None:
         return "<p class='error'>no answer from the cluster yet</p>"
-    stamp = time.strftime("%H:%M:%S", time.localtime(snap["time_ms"] / 1000))
     return (f"<p class='stamp'>cluster <span data-field='cluster-id'>{esc(snap.get('cluster_id'))}</span>, "
-            f"as of <span data-field='time'>{stamp}</span></p>"
+            f"as of <span data-field='time'>{esc(snap.get('time'))}</span></p>"
             + "<div class='row'>" + brokers_section(snap) + quorum_section(snap) + "</div>"
             + charts_section(throughput, now_s, metrics_note) + topics_section(snap) + groups_section(snap))
 

@@ -22,7 +22,9 @@ def collect(admin: AdminClient, known_brokers: dict[int, dict]) -> dict[str, Any
     ``known_brokers`` (node id -> {host, port, rack}) remembers every broker seen: one that
     leaves Metadata (stopped, fenced) stays listed, as not registered.
     """
-    snap: dict[str, Any] = {"time_ms": int(time.time() * 1000), "errors": {}}
+    now = time.time()
+    snap: dict[str, Any] = {"time_ms": int(now * 1000), "time": time.strftime("%H:%M:%S", time.localtime(now)),
+                            "errors": {}}
     metadata = None
     try:
         metadata = admin.metadata()
