@@ -152,6 +152,33 @@ class Load:
         self.thread.join(30)
 
 
+class Member:
+    """A consumer of the group that keeps polling (so the group is Stable with one member
+    owning every partition) and never commits: the group's committed offsets stay put."""
+
+    def __init__(self, bootstrap: str):
+        from confluent_kafka import Consumer
+
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "client.id": "billing-reader",
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        self.consumer.subscribe([TOPIC])
+        while not self.stop.is_set():
+            self.consumer.poll(0.2)
+        self.consumer.close()
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(30)
+
+
 @pytest.fixture
 def console(tmp_path):
     """Starts ``kraftctl console`` for a cluster; yields its URL; always stops it."""
@@ -189,8 +216,8 @@ def test_console_in_a_browser_shows_the_cluster_its_groups_and_a_stopped_broker(
     admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the topic is made
     admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=3)])[TOPIC].result(30)
 
-    # 300 records per partition; the group reads and commits 100 of partition 0 and all of
-    # partition 1: its lag is 200 + 0 + 300 (partition 2 has no commit: shown without lag).
+    # 300 records per partition before the load starts; the group commits 100 of partition
+    # 0 and 300 of partition 1, none of partition 2 (shown without a lag).
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     for i in range(300 * PARTITIONS):
         producer.produce(TOPIC, value=b"r" * 100, partition=i % PARTITIONS)
@@ -204,11 +231,12 @@ def test_console_in_a_browser_shows_the_cluster_its_groups_and_a_stopped_broker(
 
     url = console(bootstrap)
     leader, epoch = wait_until(lambda: active_controller(cluster), timeout_s=30, what="a quorum leader")
-    with Load(bootstrap):
-        # the console has seen the group and two scrapes of load (the charts have lines)
-        wait_until(lambda: any(g["group"] == GROUP for g in snapshot(url)["groups"]), timeout_s=60,
-                   what="the console to list the group")
-        time.sleep(3)
+    with Load(bootstrap), Member(bootstrap):
+        def stable_with_a_member():
+            groups = [g for g in snapshot(url)["groups"] if g["group"] == GROUP]
+            return groups and groups[0].get("state") == "Stable" and len(groups[0]["members"]) == 1
+        wait_until(stable_with_a_member, timeout_s=60, what="the console to show the group's member")
+        time.sleep(3)  # a few scrapes under load: the charts have lines
         dom = Rendered(chromium(url, tmp_path, "--dump-dom"))
         screenshot(url, tmp_path, "console-healthy.png")
 
@@ -228,11 +256,16 @@ def test_console_in_a_browser_shows_the_cluster_its_groups_and_a_stopped_broker(
         assert "under-replicated" not in p["classes"] and p["status"] == "ok"
     assert dom.fields["under-replicated-total"] == ["0"]
     offsets = {r["partition"]: r for r in dom.of("offset", topic=TOPIC)}
-    assert sorted(offsets) == ["0", "1"]
+    assert sorted(offsets) == ["0", "1", "2"]  # partition 2: owned, never committed
     assert (offsets["0"]["committed"], offsets["0"]["lag"]) == ("100", str(int(offsets["0"]["log-end-offset"]) - 100))
     assert int(offsets["0"]["lag"]) >= 200 and offsets["1"]["committed"] == "300"
+    assert (offsets["2"]["committed"], offsets["2"]["lag"]) == ("-", "-")
+    assert all(r["client-id"] == "billing-reader" for r in offsets.values())
     assert dom.fields["group-lag"] == [str(int(offsets["0"]["lag"]) + int(offsets["1"]["lag"]))]
-    assert dom.fields["state"] == ["Empty"]
+    assert dom.fields["state"] == ["Stable"]
+    (member,) = dom.of("member")
+    assert member["client-id"] == "billing-reader"
+    assert sorted(member["partitions"].split()) == [f"{TOPIC}-{p}" for p in range(PARTITIONS)]
 
     # Stop a broker that is not the quorum leader: every partition (RF 3) loses a replica
     # from its ISR, and the broker leaves the registered brokers once fenced.

@@ -208,11 +208,13 @@ def charts_section(throughput: Throughput, now_s: float, metrics_note: str) -> s
 # ------------------------------------------------------------------ the page
 
 
-def panels(snap: dict | None, throughput: Throughput, now_s: float, metrics_note: str) -> str:
+def panels(snap: dict | None, throughput: Throughput, now_s: float, metrics_note: str,
+           poll_error: str | None = None) -> str:
     """Everything below the page's header: what ``/panels`` answers and the page embeds."""
+    banner = f"<p class='error' id='poll-error'>{esc(poll_error)}</p>" if poll_error else ""
     if snap is None:
-        return "<p class='error'>no answer from the cluster yet</p>"
-    return (f"<p class='stamp'>cluster <span data-field='cluster-id'>{esc(snap.get('cluster_id'))}</span>, "
+        return banner + "<p class='error'>no answer from the cluster yet</p>"
+    return banner + (f"<p class='stamp'>cluster <span data-field='cluster-id'>{esc(snap.get('cluster_id'))}</span>, "
             f"as of <span data-field='time'>{esc(snap.get('time'))}</span></p>"
             + "<div class='row'>" + brokers_section(snap) + quorum_section(snap) + "</div>"
             + charts_section(throughput, now_s, metrics_note) + topics_section(snap) + groups_section(snap))

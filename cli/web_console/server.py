@@ -41,6 +41,7 @@ class Console:
     endpoints: dict[str, Endpoint] = field(default_factory=dict)  # label -> endpoint
     known_brokers: dict[int, dict] = field(default_factory=dict)
     scrape_errors: dict[str, str] = field(default_factory=dict)
+    poll_error: str | None = None
     _discovered_at: float = float("-inf")
 
     # ------------------------------------------------------------ polling (worker threads)
@@ -84,7 +85,12 @@ class Console:
         self.throughput.add_round(time.monotonic(), scrapes)
 
     async def _collect(self) -> None:
-        self.snap = await trio.to_thread.run_sync(snapshot.collect, self.admin, self.known_brokers)
+        try:
+            self.snap = await trio.to_thread.run_sync(snapshot.collect, self.admin, self.known_brokers)
+            self.poll_error = None
+        except Exception as exc:  # noqa: BLE001 - a console outlives an answer it cannot read
+            log.exception("polling the cluster failed")
+            self.poll_error = f"the last poll failed ({type(exc).__name__}: {exc}); showing the one before"
 
     async def poll_forever(self) -> None:
         while True:
@@ -102,7 +108,7 @@ class Console:
         return f"metrics from {up}/{len(self.endpoints)} nodes" + (f" (not answering: {down})" if down else "")
 
     def panels(self) -> str:
-        return page.panels(self.snap, self.throughput, time.monotonic(), self.metrics_note())
+        return page.panels(self.snap, self.throughput, time.monotonic(), self.metrics_note(), self.poll_error)
 
     def app(self) -> Starlette:
         async def index(request):
