@@ -48,13 +48,15 @@ def _metrics_config(admin: AdminClient, node_id: int, address) -> tuple[str | No
     return values.get("kraft.metrics.host"), port
 
 
-def discover(bootstrap_server: str | None, bootstrap_controller: str | None) -> dict[int, Endpoint]:
-    """Node id -> metrics endpoint, from the cluster itself (see the module doc)."""
+def discover(bootstrap_server: str | None, bootstrap_controller: str | None,
+             command_config: str | None = None) -> dict[int, Endpoint]:
+    """Node id -> metrics endpoint, from the cluster itself (see the module doc);
+    ``command_config``: client properties for a TLS or SASL listener."""
     found: dict[int, Endpoint] = {}
     for bootstrap, endpoint_type in ((bootstrap_server, 1), (bootstrap_controller, 2)):
         if not bootstrap:
             continue
-        admin = AdminClient(bootstrap, timeout_s=5)
+        admin = AdminClient(bootstrap, timeout_s=5, command_config=command_config)
         cluster = admin.call("DescribeCluster", {"include_cluster_authorized_operations": False,
                                                  "endpoint_type": endpoint_type}, version=1)
         if cluster["error_code"]:

@@ -41,7 +41,7 @@ def console_command(bootstrap_server, bootstrap_controller, metrics, host, port,
 
     try:
         admin = AdminClient(bootstrap_server, timeout_s=5, command_config=command_config)
-        console = Console(admin, bootstrap_server, bootstrap_controller, interval_s=interval)
+        console = Console(admin, bootstrap_server, bootstrap_controller, command_config, interval_s=interval)
         for m in metrics:
             endpoint = endpoint_from_option(m)
             console.endpoints[endpoint.url] = endpoint
@@ -50,7 +50,7 @@ def console_command(bootstrap_server, bootstrap_controller, metrics, host, port,
 
     def announce(urls):
         for url in urls:
-            click.echo(f"kraft console for {bootstrap_server} at {url}/", err=False)
+            click.echo(f"kraft console for {bootstrap_server} at {url}/")
 
     try:
         run_trio(serve, console, host, port, announce)

@@ -35,6 +35,7 @@ class Console:
     admin: AdminClient
     bootstrap: str
     bootstrap_controller: str | None = None
+    command_config: str | None = None  # client properties (TLS, SASL) for discovery too
     interval_s: float = 2.0
     throughput: Throughput = field(default_factory=Throughput)
     snap: dict | None = None
@@ -48,7 +49,7 @@ class Console:
 
     def _discover(self) -> None:
         try:
-            found = discover(self.bootstrap, self.bootstrap_controller)
+            found = discover(self.bootstrap, self.bootstrap_controller, self.command_config)
         except AdminError as exc:
             log.warning("cannot discover the metrics endpoints: %s", exc)
             return
