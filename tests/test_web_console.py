@@ -241,6 +241,7 @@ def test_console_in_a_browser_shows_the_cluster_its_groups_and_a_stopped_broker(
         screenshot(url, tmp_path, "console-healthy.png")
 
     assert dom.ids.get("status") == "live", "the page's script did not refresh the panels"
+    print(f"console poll (Metadata, DescribeQuorum, groups with lag) took {dom.fields['took-ms'][0]} ms")
     brokers = dom.of("broker")
     assert [b["node"] for b in brokers] == ["1", "2", "3"]
     assert all(b["state"] == "registered" for b in brokers)

@@ -215,7 +215,8 @@ def panels(snap: dict | None, throughput: Throughput, now_s: float, metrics_note
     if snap is None:
         return banner + "<p class='error'>no answer from the cluster yet</p>"
     return banner + (f"<p class='stamp'>cluster <span data-field='cluster-id'>{esc(snap.get('cluster_id'))}</span>, "
-            f"as of <span data-field='time'>{esc(snap.get('time'))}</span></p>"
+            f"as of <span data-field='time'>{esc(snap.get('time'))}</span> "
+            f"(asked in <span data-field='took-ms'>{esc(snap.get('took_ms'))}</span> ms)</p>"
             + "<div class='row'>" + brokers_section(snap) + quorum_section(snap) + "</div>"
             + charts_section(throughput, now_s, metrics_note) + topics_section(snap) + groups_section(snap))
 

@@ -44,6 +44,7 @@ def collect(admin: AdminClient, known_brokers: dict[int, dict]) -> dict[str, Any
     except AdminError as exc:
         snap["groups"] = []
         snap["errors"]["groups"] = str(exc)
+    snap["took_ms"] = round((time.time() - now) * 1000)
     return snap
 
 
