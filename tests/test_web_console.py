@@ -33,14 +33,16 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (D
 
 class Rendered(HTMLParser):
     """The DOM as the console's tests read it: each ``<tr>`` with a class (its classes,
-    ``data-*`` attributes and ``td[data-field]`` texts) and each other element with a
-    ``data-field`` (its text)."""
+    ``data-*`` attributes and ``td[data-field]`` texts), each other element with a
+    ``data-field`` (its text), and each chart's lines (their last values)."""
 
     def __init__(self, text: str):
         super().__init__()
         self.rows: list[dict] = []
         self.fields: dict[str, list[str]] = {}
         self.ids: dict[str, str] = {}
+        self.charts: dict[str, dict[str, float]] = {}  # chart -> line -> last value
+        self._chart = None
         self._row = None
         self._field: tuple[str, list[str]] | None = None
         self._id: tuple[str, list[str]] | None = None
@@ -55,6 +57,10 @@ class Rendered(HTMLParser):
             self._field = (a["data-field"], [])
         if a.get("id") == "status":
             self._id = ("status", [])
+        if tag == "svg" and "data-chart" in a:
+            self._chart = self.charts.setdefault(a["data-chart"], {})
+        if tag == "polyline" and self._chart is not None:
+            self._chart[a["data-line"]] = float(a["data-last"])
 
     def handle_data(self, data):
         for current in (self._field, self._id):
@@ -208,7 +214,7 @@ def console(tmp_path):
 
 
 def test_console_in_a_browser_shows_the_cluster_its_groups_and_a_stopped_broker(make_cluster, console, tmp_path):
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
     cluster = start_cluster(make_cluster(controllers=3, overrides=fast_overrides()))
@@ -222,8 +228,6 @@ def test_console_in_a_browser_shows_the_cluster_its_groups_and_a_stopped_broker(
     for i in range(300 * PARTITIONS):
         producer.produce(TOPIC, value=b"r" * 100, partition=i % PARTITIONS)
     assert producer.flush(60) == 0
-    from confluent_kafka import TopicPartition
-
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False,
                          "auto.offset.reset": "earliest"})
     consumer.commit(offsets=[TopicPartition(TOPIC, 0, 100), TopicPartition(TOPIC, 1, 300)], asynchronous=False)
@@ -242,6 +246,9 @@ def test_console_in_a_browser_shows_the_cluster_its_groups_and_a_stopped_broker(
 
     assert dom.ids.get("status") == "live", "the page's script did not refresh the panels"
     print(f"console poll (Metadata, DescribeQuorum, groups with lag) took {dom.fields['took-ms'][0]} ms")
+    # the charts, from the nodes' metrics under the load: a line per node, the topic's rate
+    assert set(dom.charts["messages in by node"]) == {"node 1", "node 2", "node 3"}
+    assert dom.charts["messages in by topic"][TOPIC] > 0
     brokers = dom.of("broker")
     assert [b["node"] for b in brokers] == ["1", "2", "3"]
     assert all(b["state"] == "registered" for b in brokers)
