@@ -58,7 +58,6 @@ class Scraper:
         self.urls = urls
         self.path = Path(path)
         self.interval_s = interval_s
-        self.scrapes = 0
 
     def _one(self, node: int, url: str) -> dict:
         from cli.top import scrape
@@ -88,7 +87,6 @@ class Scraper:
                 for line in sorted(lines, key=lambda d: d["node"]):
                     out.write(json.dumps(line) + "\n")
                 out.flush()
-                self.scrapes += 1
                 await trio.sleep_until(started + self.interval_s)
 
 
