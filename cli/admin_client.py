@@ -73,7 +73,10 @@ class AdminClient:
 
     async def _request(self, client, api, body, version, address):
         errors = []
-        targets = [address] if address else ([self._address] if self._address else self.addresses)
+        if address:
+            targets = [address]
+        else:  # the broker that answered last first; when it stops answering, the others
+            targets = ([self._address] if self._address else []) + [a for a in self.addresses if a != self._address]
         for host, port in targets:
             try:
                 if self._versions is None:
@@ -96,6 +99,8 @@ class AdminClient:
             except NodeUnavailable as exc:
                 errors.append(str(exc))
                 self._versions = None
+                if (host, port) == self._address:
+                    self._address = None
         raise AdminError("no broker reachable: " + "; ".join(errors))
 
     def version_of(self, api: str) -> int:
@@ -106,4 +111,10 @@ class AdminClient:
     def metadata(self, topics: list[str] | None = None) -> dict:
         body = {"topics": None if topics is None else [{"name": t} for t in topics],
                 "allow_auto_topic_creation": False}
-        return self.call("Metadata", body)
+        md = self.call("Metadata", body)
+        # As Kafka's clients: the bootstrap list is for the first contact; later calls may
+        # go to any broker the cluster named, should the bootstrap ones stop answering.
+        for b in md["brokers"]:
+            if (b["host"], b["port"]) not in self.addresses:
+                self.addresses.append((b["host"], b["port"]))
+        return md

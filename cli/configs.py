@@ -94,23 +94,22 @@ def quorum_group(ctx, bootstrap_server):
     ctx.obj = bootstrap_server
 
 
-@quorum_group.command("describe")
-@click.option("--status", "mode", flag_value="status", default=True)
-@click.option("--replication", "mode", flag_value="replication")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.pass_obj
-def quorum_describe(bootstrap_server, mode, output):
-    try:
-        admin = AdminClient(bootstrap_server)
-        resp = admin.call("DescribeQuorum", {"topics": [{"topic_name": "__cluster_metadata",
-                                                          "partitions": [{"partition_index": 0}]}]})
-        cluster_id = admin.metadata([])["cluster_id"]
-    except AdminError as exc:
-        fail(str(exc))
+def describe_quorum(admin: AdminClient) -> dict:
+    """DescribeQuorum's partition of ``__cluster_metadata`` (a broker asks the active
+    controller); raises AdminError on an error code."""
+    resp = admin.call("DescribeQuorum", {"topics": [{"topic_name": "__cluster_metadata",
+                                                      "partitions": [{"partition_index": 0}]}]})
     if resp["error_code"]:
-        fail(error_name(resp["error_code"]))
+        raise AdminError(f"DescribeQuorum: {error_name(resp['error_code'])}")
     p = resp["topics"][0]["partitions"][0]
-    now = int(time.time() * 1000)
+    if p["error_code"]:
+        raise AdminError(f"DescribeQuorum: {error_name(p['error_code'])}")
+    return p
+
+
+def replication_rows(p: dict) -> list[dict]:
+    """kafka-metadata-quorum.sh --replication's rows from DescribeQuorum's partition: each
+    voter and observer, its log end offset, its lag behind the leader's, its timestamps."""
     leader = p["leader_id"]
     leader_leo = next((v["log_end_offset"] for v in p["current_voters"] if v["replica_id"] == leader), -1)
     rows = []
@@ -121,6 +120,24 @@ def quorum_describe(bootstrap_server, mode, output):
             rows.append({"node_id": v["replica_id"], "log_end_offset": v["log_end_offset"], "lag": lag,
                          "last_fetch_timestamp": v["last_fetch_timestamp"],
                          "last_caught_up_timestamp": v["last_caught_up_timestamp"], "status": status})
+    return rows
+
+
+@quorum_group.command("describe")
+@click.option("--status", "mode", flag_value="status", default=True)
+@click.option("--replication", "mode", flag_value="replication")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.pass_obj
+def quorum_describe(bootstrap_server, mode, output):
+    try:
+        admin = AdminClient(bootstrap_server)
+        p = describe_quorum(admin)
+        cluster_id = admin.metadata([])["cluster_id"]
+    except AdminError as exc:
+        fail(str(exc))
+    now = int(time.time() * 1000)
+    leader = p["leader_id"]
+    rows = replication_rows(p)
     if mode == "status":
         followers = [r for r in rows if r["status"] == "Follower"]
         status = {

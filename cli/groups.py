@@ -65,7 +65,8 @@ def _describe_group(admin, group, address) -> dict:
     return resp["groups"][0]
 
 
-def _member_partitions(member) -> list[tuple[str, int]]:
+def member_partitions(member) -> list[tuple[str, int]]:
+    """The (topic, partition)s assigned to a DescribeGroups member (consumer protocol)."""
     data = member["member_assignment"]
     if not data:
         return []
@@ -117,35 +118,34 @@ def groups_command(bootstrap_server, action, group, topic, to, to_offset, execut
         fail(str(exc))
 
 
-def _list(admin, output):
+def list_groups(admin: AdminClient) -> list[str]:
+    """Every group any broker coordinates (ListGroups on each: a group lives on one)."""
     md = admin.metadata([])
     names = set()
     for b in md["brokers"]:
         resp = admin.call("ListGroups", {"states_filter": [], "types_filter": []}, address=(b["host"], b["port"]))
         names.update(g["group_id"] for g in resp["groups"])
-    click.echo(json.dumps(sorted(names)) if output == "json" else "\n".join(sorted(names)))
+    return sorted(names)
 
 
-def _describe(admin, group, address, members, output):
-    desc = _describe_group(admin, group, address)
-    if desc["error_code"]:
-        fail(f"cannot describe group {group}: {error_name(desc['error_code'])}")
-    if desc["group_state"] == "Dead":
-        fail(f"consumer group '{group}' does not exist")
+def _list(admin, output):
+    names = list_groups(admin)
+    click.echo(json.dumps(names) if output == "json" else "\n".join(names))
+
+
+def describe_group(admin: AdminClient, group: str) -> tuple[tuple[str, int], dict]:
+    """(coordinator address, DescribeGroups result) of ``group``."""
+    address = _coordinator(admin, group)
+    return address, _describe_group(admin, group, address)
+
+
+def offset_rows(admin: AdminClient, group: str, address, desc: dict) -> list[dict]:
+    """kafka-consumer-groups.sh --describe's rows: per partition with a committed offset or an
+    owner, the committed offset, the log end offset, the lag and the owning member."""
     owners = {}
     for m in desc["members"]:
-        for tp in _member_partitions(m):
+        for tp in member_partitions(m):
             owners[tp] = m
-    if members:
-        rows = [{"group": group, "consumer_id": m["member_id"], "host": m["client_host"],
-                 "client_id": m["client_id"], "partitions": len(_member_partitions(m))} for m in desc["members"]]
-        if output == "json":
-            click.echo(json.dumps(rows, indent=2))
-            return
-        click.echo("GROUP\tCONSUMER-ID\tHOST\tCLIENT-ID\t#PARTITIONS")
-        for r in rows:
-            click.echo(f"{r['group']}\t{r['consumer_id']}\t{r['host']}\t{r['client_id']}\t{r['partitions']}")
-        return
     committed = _committed(admin, group, address)
     partitions = sorted(set(committed) | set(owners))
     ends = _offsets(admin, partitions, -1)
@@ -160,6 +160,26 @@ def _describe(admin, group, address, members, output):
                      "consumer_id": owner["member_id"] if owner else None,
                      "host": owner["client_host"] if owner else None,
                      "client_id": owner["client_id"] if owner else None})
+    return rows
+
+
+def _describe(admin, group, address, members, output):
+    desc = _describe_group(admin, group, address)
+    if desc["error_code"]:
+        fail(f"cannot describe group {group}: {error_name(desc['error_code'])}")
+    if desc["group_state"] == "Dead":
+        fail(f"consumer group '{group}' does not exist")
+    if members:
+        rows = [{"group": group, "consumer_id": m["member_id"], "host": m["client_host"],
+                 "client_id": m["client_id"], "partitions": len(member_partitions(m))} for m in desc["members"]]
+        if output == "json":
+            click.echo(json.dumps(rows, indent=2))
+            return
+        click.echo("GROUP\tCONSUMER-ID\tHOST\tCLIENT-ID\t#PARTITIONS")
+        for r in rows:
+            click.echo(f"{r['group']}\t{r['consumer_id']}\t{r['host']}\t{r['client_id']}\t{r['partitions']}")
+        return
+    rows = offset_rows(admin, group, address, desc)
     if output == "json":
         click.echo(json.dumps({"group": group, "state": desc["group_state"], "partitions": rows}, indent=2))
         return

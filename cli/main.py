@@ -159,9 +159,11 @@ def cluster_command(controllers, brokers, data_dir, first_port, host, overrides,
             click.echo(f"client properties (Java keys): {client_props}")
             for key, value in cluster_security.librdkafka_config().items():
                 click.echo(f"  librdkafka: {key}={value}")
-        click.echo(f"kraftctl top --bootstrap-server {cluster.bootstrap_servers.split(',')[0]}"
-                   + (f" --bootstrap-controller {cluster.controllers[0].host}:{cluster.controllers[0].controller_port}"
-                      if brokers else "") + "  (live per-node metrics)")
+        where = f"--bootstrap-server {cluster.bootstrap_servers.split(',')[0]}" + (
+            f" --bootstrap-controller {cluster.controllers[0].host}:{cluster.controllers[0].controller_port}"
+            if brokers else "")
+        click.echo(f"kraftctl top {where}  (live per-node metrics)")
+        click.echo(f"kraftctl console {where}  (web console, with the 'console' extra)")
         click.echo("Ctrl-C stops the cluster.")
         while not stop:
             for node in cluster.nodes.values():
@@ -194,6 +196,7 @@ def _register_admin_commands() -> None:
     from cli.top import top_command
     from cli.topics import topics_command
     from cli.transactions import transactions_group
+    from cli.web_console import console_command
 
     main.add_command(topics_command)
     main.add_command(perf_group)
@@ -211,6 +214,7 @@ def _register_admin_commands() -> None:
     main.add_command(log_dirs_command)
     main.add_command(cluster_tool_group)
     main.add_command(reassign_partitions_command)
+    main.add_command(console_command)
 
 
 _register_admin_commands()

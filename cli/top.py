@@ -48,13 +48,15 @@ def _metrics_config(admin: AdminClient, node_id: int, address) -> tuple[str | No
     return values.get("kraft.metrics.host"), port
 
 
-def discover(bootstrap_server: str | None, bootstrap_controller: str | None) -> dict[int, Endpoint]:
-    """Node id -> metrics endpoint, from the cluster itself (see the module doc)."""
+def discover(bootstrap_server: str | None, bootstrap_controller: str | None,
+             command_config: str | None = None) -> dict[int, Endpoint]:
+    """Node id -> metrics endpoint, from the cluster itself (see the module doc);
+    ``command_config``: client properties for a TLS or SASL listener."""
     found: dict[int, Endpoint] = {}
     for bootstrap, endpoint_type in ((bootstrap_server, 1), (bootstrap_controller, 2)):
         if not bootstrap:
             continue
-        admin = AdminClient(bootstrap, timeout_s=5)
+        admin = AdminClient(bootstrap, timeout_s=5, command_config=command_config)
         cluster = admin.call("DescribeCluster", {"include_cluster_authorized_operations": False,
                                                  "endpoint_type": endpoint_type}, version=1)
         if cluster["error_code"]:
@@ -223,7 +225,7 @@ class Top:
         return list(self.pool.map(one, enumerate(self.endpoints)))
 
 
-def _endpoint_from_option(text: str) -> Endpoint:
+def endpoint_from_option(text: str) -> Endpoint:
     if text.startswith("http://") or text.startswith("https://"):
         return Endpoint(None, text)
     try:
@@ -247,7 +249,7 @@ def top_command(bootstrap_server, bootstrap_controller, metrics, interval, once)
     if not (bootstrap_server or bootstrap_controller or metrics):
         fail("one of --bootstrap-server, --bootstrap-controller, --metrics is required")
     try:
-        endpoints = [_endpoint_from_option(m) for m in metrics]
+        endpoints = [endpoint_from_option(m) for m in metrics]
         if bootstrap_server or bootstrap_controller:
             found = discover(bootstrap_server, bootstrap_controller)
             endpoints += [found[k] for k in sorted(found)]

@@ -133,6 +133,9 @@ def _test_options(f):
         click.option("--partition-specs", callback=_csv, default=None,
                      help="Comma-separated partition specs (default: all kinds)."),
         click.option("--startup-timeout", type=float, default=60.0, show_default=True),
+        click.option("--metrics-interval", type=float, default=1.0, show_default=True,
+                     help="Seconds between scrapes of every node's metrics (metrics.jsonl, "
+                          "plotted in the report); 0: none."),
         click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
                      help="Extra server.properties for every node."),
         click.option("-q", "--quiet", is_flag=True),
@@ -160,7 +163,8 @@ def _make_options(kw, engine, seed, name=None):
         name=name, spark=not kw["no_spark"], spark_master=kw["spark_master"],
         history_topic=kw["history_topic"],
         nemesis_interval_s=kw["interval"], recovery_s=kw["recovery"],
-        startup_timeout_s=kw["startup_timeout"], overrides=overrides,
+        startup_timeout_s=kw["startup_timeout"], metrics_interval_s=kw["metrics_interval"],
+        overrides=overrides,
         schedule={k: v for k, v in (("kill_targets", kw["kill_targets"]),
                                     ("partition_specs", kw["partition_specs"])) if v},
         progress=not kw["quiet"])

@@ -7,6 +7,10 @@
 * ``latency-quantiles.png`` -- per function, latency quantiles (0.5, 0.95, 0.99, max) per
   time bucket;
 * ``rate.png`` -- completions per second, by function and type;
+* ``cluster-metrics.png`` -- when the run scraped the nodes (``jepsen.metrics``): what the
+  cluster said of itself over time: under-replicated partitions per node, partition leaders
+  per node with the metadata quorum's leader changes marked, and Produce/Fetch latency
+  quantiles per node (Kafka's TotalTimeMs);
 * ``index.html`` -- verdict, options, the checkers' results (``render_html``), the plots
   and links to the history, results, logs and node folders.
 
@@ -169,6 +173,96 @@ def plot_all(run_dir: Path, ops: Sequence[Op], title: str = "") -> list[str]:
     return written
 
 
+METRICS_PLOT = "cluster-metrics.png"
+
+
+def quorum_leader_changes(records: Sequence[dict], t0: int) -> list[tuple[float, int, int]]:
+    """(seconds, leader, epoch) each time a node's Raft metrics first show a leader of a
+    higher epoch than any seen before (an epoch has at most one leader)."""
+    out = []
+    newest = -1
+    for r in sorted(records, key=lambda r: r["time"]):
+        epoch, leader = int(r.get("raft_epoch", -1)), int(r.get("raft_leader", -1))
+        if leader >= 0 and epoch > newest:
+            newest = epoch
+            out.append(((r["time"] - t0) / 1e9, leader, epoch))
+    return out
+
+
+def _broken(points: Sequence[tuple[float, float]], gap_s: float):
+    """xs, ys with a NaN wherever consecutive points are more than ``gap_s`` apart, so
+    that a line is not drawn across the scrapes a node missed."""
+    xs, ys = [], []
+    for i, (t, v) in enumerate(points):
+        if i and t - points[i - 1][0] > gap_s:
+            xs.append(t)
+            ys.append(math.nan)
+        xs.append(t)
+        ys.append(v)
+    return xs, ys
+
+
+def plot_metrics(run_dir: Path, ops: Sequence[Op], title: str = "", interval_s: float = 1.0) -> list[str]:
+    """``METRICS_PLOT`` from ``<run>/metrics.jsonl``; [] when the run has no scrapes."""
+    from jepsen import metrics
+
+    records = metrics.read(run_dir)
+    if not records:
+        return []
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t0 = t0_of(ops) if ops else min(r["time"] for r in records)
+    series = metrics.summarize(records, t0)
+    nodes = sorted(series)
+    windows = nemesis_windows(ops, t0) if ops else []
+    xmax = max([pts[-1][0] for s in series.values() for pts in s.values() if pts] + [1.0])
+    gap = 2.5 * interval_s
+    fig, (up, urp, leaders, latency) = plt.subplots(
+        4, 1, figsize=(11, 11), sharex=True, gridspec_kw={"height_ratios": [0.6, 1.5, 1.5, 2]})
+    for ax in (up, urp, leaders, latency):
+        _shade(ax, windows, xmax)
+    for i, node in enumerate(nodes):
+        s, color = series[node], f"C{i}"
+        # one row per node: a bar over each scrape interval in which the node answered
+        answered = [(t, interval_s) for t, ok in s.get("up", []) if ok]
+        up.broken_barh(answered, (i - 0.35, 0.7), color=color)
+        if s.get("urp"):
+            urp.step(*_broken(s["urp"], gap), where="post", color=color, label=f"node {node}")
+        if s.get("leaders"):
+            leaders.step(*_broken(s["leaders"], gap), where="post", color=color, label=f"node {node}")
+        for field, style in (("produce_p99_ms", "-"), ("produce_p50_ms", "--"), ("fetch_p99_ms", ":")):
+            # 0: no request in the summary's window; left out rather than drawn at 0
+            pts = [(t, v) for t, v in s.get(field, []) if v > 0]
+            if pts:
+                request, q = field.split("_")[:2]
+                latency.plot(*_broken(pts, gap), style, color=color, marker=".", ms=3,
+                             label=f"node {node} {request} {q}")
+    for t, leader, epoch in quorum_leader_changes(records, t0):
+        leaders.axvline(t, color="black", lw=0.8, ls=":")
+        leaders.annotate(f"quorum leader {leader}, epoch {epoch}", (t, 0.98),
+                         xycoords=("data", "axes fraction"), rotation=90, va="top", ha="right",
+                         fontsize=7)
+    up.set_yticks(range(len(nodes)), [f"node {n}" for n in nodes], fontsize=8)
+    up.set_ylim(-0.6, len(nodes) - 0.4)
+    up.set_title(f"{title} cluster metrics (every node scraped each {interval_s:g} s)")
+    up.set_ylabel("answered\nscrapes")
+    urp.set_ylabel("under-replicated\npartitions")
+    leaders.set_ylabel("partition leaders\n(dotted: quorum leader\nchanges)")
+    latency.set_yscale("log")
+    latency.set_ylabel("request TotalTimeMs\nquantiles (ms)")
+    latency.set_xlabel("time (s)")
+    latency.set_xlim(0, xmax)
+    for ax in (urp, leaders, latency):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper left", fontsize=7, ncol=5)
+    fig.tight_layout()
+    fig.savefig(run_dir / METRICS_PLOT, dpi=90)
+    plt.close(fig)
+    return [METRICS_PLOT]
+
+
 def _verdict(v: Any) -> str:
     cls = "valid" if v is True else "invalid" if v is False else "unknown"
     text = "valid" if v is True else "INVALID" if v is False else "unknown"
@@ -203,8 +297,8 @@ def index_html(run_dir: Path, results: dict[str, Any], summary: dict[str, Any],
     out.append(render_html(results))
     for p in plots:
         out.append(f"<h3>{e(p)}</h3><img src='{e(p)}' alt='{e(p)}'>")
-    links = [f for f in ("history.jsonl", "history.parquet", "results.json", "jepsen.log",
-                         "test.json") if (run_dir / f).exists()]
+    links = [f for f in ("history.jsonl", "history.parquet", "results.json", "metrics.jsonl",
+                         "jepsen.log", "test.json") if (run_dir / f).exists()]
     nodes = sorted(p.name for p in run_dir.iterdir() if p.is_dir() and p.name.startswith("node"))
     out.append("<h2>Files</h2><ul>" + "".join(f"<li><a href='{e(f)}'>{e(f)}</a></li>"
                                               for f in links))
@@ -220,6 +314,8 @@ def write_report(run_dir: str | os.PathLike, ops: Sequence[Op], results: dict[st
     """Writes the plots and index.html of a run; returns the index path."""
     run_dir = Path(run_dir)
     plots = plot_all(run_dir, ops, summary.get("test", "")) if ops else []
+    plots += plot_metrics(run_dir, ops, summary.get("test", ""),
+                          summary.get("options", {}).get("metrics_interval_s") or 1.0)
     p = run_dir / "index.html"
     p.write_text(index_html(run_dir, results, summary, plots))
     return p
@@ -258,5 +354,5 @@ def campaign_html(rows: list[dict[str, Any]], title: str, by_engine: dict[str, A
     return "\n".join(out)
 
 
-__all__ = ["PLOTS", "campaign_html", "index_html", "nemesis_windows", "plot_all",
-           "write_report"]
+__all__ = ["METRICS_PLOT", "PLOTS", "campaign_html", "index_html", "nemesis_windows", "plot_all",
+           "plot_metrics", "quorum_leader_changes", "write_report"]

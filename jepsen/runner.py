@@ -14,7 +14,9 @@ Theory of operation
    is registered and the workload's topics exist with a leader for every partition.  A
    cluster that does not come up ends the run with an error and verdict ``unknown``,
    quoting the tail of each node's log -- it never hangs.
-3. **run** -- under trio, ``concurrency`` workers each run one process at a time: take an
+3. **run** -- ``jepsen.metrics`` scrapes every node's metrics endpoint each
+   ``metrics_interval_s`` into ``<run>/metrics.jsonl``, from here to the end of the drain.
+   Under trio, ``concurrency`` workers each run one process at a time: take an
    operation from the workload's generator, record the invocation, run it in a thread
    (every client call is bounded by the client timeout), record the completion.  Workers
    pace themselves to ``rate`` ops/s in total (Jepsen's stagger).  An ``info`` completion
@@ -148,6 +150,8 @@ class TestOptions:
     drain_timeout_s: float = 30.0
     startup_timeout_s: float = 60.0
     client_timeout_s: float = 5.0
+    #: Seconds between scrapes of every node's metrics endpoint (``jepsen.metrics``); 0: none.
+    metrics_interval_s: float = 1.0
     overrides: dict[str, str] = field(default_factory=dict)
     #: Extra ``jepsen.nemesis.ScheduleOptions`` fields (kill_targets, partition_specs, ...).
     schedule: dict[str, Any] = field(default_factory=dict)
@@ -415,7 +419,7 @@ def run_test(opts: TestOptions, spark: Any = None) -> RunResult:
             from jepsen.checkers.spark_kafka import TopicWriter
             recorder.stream_to(TopicWriter(cluster.bootstrap_servers, opts.history_topic,
                                            replication=rf))
-        phase = _Phase(opts, hosts, cluster, workload, recorder, say)
+        phase = _Phase(opts, hosts, cluster, workload, recorder, say, run_dir)
         steps = phase.steps
         from kraft.trio_run import run_trio
         summary["drain"] = run_trio(phase.main)
@@ -511,7 +515,8 @@ class _Say:
 class _Phase:
     """The trio part of a run: workers, nemesis, status line, drain."""
 
-    def __init__(self, opts, hosts, cluster, workload, recorder, say):
+    def __init__(self, opts, hosts, cluster, workload, recorder, say, run_dir: Path):
+        from jepsen.metrics import FILE, Scraper
         from jepsen.nemesis import make_nemesis, options_for, schedule
 
         self.opts, self.hosts, self.cluster = opts, hosts, cluster
@@ -537,6 +542,9 @@ class _Phase:
         self.gen = workload.generator(opts.seed)
         self.next_process = opts.concurrency
         self.ops_per_s = None
+        urls = {n.node_id: n.metrics_url for n in cluster.nodes.values() if n.metrics_url}
+        self.scraper = (Scraper(urls, run_dir / FILE, opts.metrics_interval_s)
+                        if urls and opts.metrics_interval_s > 0 else None)
 
     def fresh_process(self) -> int:
         p = self.next_process
@@ -608,6 +616,8 @@ class _Phase:
         try:
             async with trio.open_nursery() as outer:
                 outer.start_soon(self.status, t0, end)
+                if self.scraper is not None:
+                    outer.start_soon(self.scraper.run)
                 async with trio.open_nursery() as n:
                     n.start_soon(run_schedule, self.nemesis, self.steps, self.rec.nemesis)
                     for slot in range(self.opts.concurrency):

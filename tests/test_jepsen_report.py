@@ -118,3 +118,45 @@ def test_campaign_table_and_html(tmp_path):
     page = report.campaign_html(rows, "c", eng, tmp_path)
     assert page.count("<tr>") >= 6 and "r1/index.html" in page
     json.dumps(eng)
+
+
+def test_report_plots_the_scraped_cluster_metrics_with_the_fault_windows(tmp_path):
+    from jepsen import metrics
+
+    ops = _with_nemesis(queue_history(600, seed=2))
+    run = store.new_run_dir(tmp_path, "scraped")
+    write_history(ops, run)
+    t0 = report.t0_of(ops)
+    lines = []
+    for second in range(10):  # node 1 killed from 2 s to 4 s; node 2 then leads (epoch 2)
+        for node in (1, 2, 3):
+            t = t0 + int((second + 0.1 * node) * 1e9)
+            if node == 1 and 2 <= second < 4:
+                lines.append({"time": t, "node": node, "up": False, "error": "refused"})
+                continue
+            leader, epoch = (1, 1) if second < 3 else (2, 2)
+            lines.append({"time": t, "node": node, "up": True, "urp": 4.0 if 2 <= second < 6 and node != 1 else 0.0,
+                          "leaders": 2.0, "raft_leader": leader, "raft_epoch": epoch,
+                          "produce_p99_ms": 20.0 + second, "produce_p50_ms": 5.0, "fetch_p99_ms": 0.0})
+    (run / metrics.FILE).write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"time": 1, "no')
+    assert len(metrics.read(run)) == len(lines)  # a line cut short by a killed run is skipped
+    series = metrics.summarize(metrics.read(run), t0)
+    assert [v for _, v in series[1]["up"]][:5] == [1, 1, 0, 0, 1]
+    assert len(series[1]["urp"]) == 8 and series[2]["urp"][2] == (2.2, 4.0)
+    assert [(round(t), leader, epoch) for t, leader, epoch in report.quorum_leader_changes(lines, t0)] \
+        == [(0, 1, 1), (3, 2, 2)]
+    page = report.write_report(run, ops, check_store(run), {"test": "scraped"}).read_text()
+    assert (run / report.METRICS_PLOT).stat().st_size > 5000
+    assert report.METRICS_PLOT in page and "metrics.jsonl" in page
+
+
+def test_extract_takes_the_plotted_series_from_a_scrape():
+    from jepsen.metrics import extract
+
+    samples = {"kafka_server_replicamanager_underreplicatedpartitions": [({}, 3.0)],
+               "kafka_server_raft_metrics_current_epoch": [({}, 7.0)],
+               "kafka_network_requestmetrics_totaltimems": [
+                   ({"request": "Produce", "quantile": "0.99"}, 12.5),
+                   ({"request": "Produce", "quantile": "0.5"}, float("nan")),
+                   ({"request": "Metadata", "quantile": "0.99"}, 99.0)]}
+    assert extract(samples) == {"urp": 3.0, "raft_epoch": 7.0, "produce_p99_ms": 12.5}

@@ -141,8 +141,10 @@ def test_one_short_real_run_is_valid(tmp_path):
     run = (test_dir / "latest").resolve()
     assert run.parent == test_dir
     for f in ("history.jsonl", "history.parquet", "results.json", "jepsen.log", "test.json",
-              "index.html", "latency-raw.png", "latency-quantiles.png", "rate.png"):
+              "index.html", "latency-raw.png", "latency-quantiles.png", "rate.png",
+              "metrics.jsonl", "cluster-metrics.png"):
         assert (run / f).is_file(), f
+    assert "cluster-metrics.png" in (run / "index.html").read_text()
     for n in (1, 2, 3):
         assert (run / f"node{n}" / "node.log").is_file()
         assert not (run / f"node{n}" / "data").exists()  # valid: no data kept
@@ -163,6 +165,21 @@ def test_one_short_real_run_is_valid(tmp_path):
     assert res["valid"] is True and res["checkers"]["queue"]["valid"] is True
     summary = json.loads((run / "test.json").read_text())
     assert summary["drain"]["complete"] is True
+    # The nodes' metrics, scraped each second: every node answered while it ran, and the
+    # killed node missed the scrapes between its kill and its restart.
+    from jepsen import metrics
+    scrapes = metrics.read(run)
+    kills = [o for o in ops if o.f == "start-kill" and o.type == "info"]
+    restarts = [o for o in ops if o.f == "stop-kill" and o.type == "info"]
+    assert {r["node"] for r in scrapes if r["up"]} == {1, 2, 3}
+    for r in scrapes:
+        if r["up"]:
+            assert r["raft_epoch"] >= 1 and "urp" in r and "leaders" in r
+    if kills and restarts:
+        (victim,) = kills[0].value["killed"]
+        during = [r for r in scrapes if kills[0].time + 0.5e9 < r["time"] < restarts[0].time - 0.1e9]
+        assert during and not any(r["up"] for r in during if r["node"] == victim)
+        assert any(r["up"] for r in during if r["node"] != victim)
     print(f"short run: {took:.1f}s, {summary['ops-per-s']} ops/s, {len(ops)} records")
 
 

@@ -22,6 +22,8 @@ CORES = [
     "broker/partition_state.py", "broker/partition_state_types.py", "broker/producer_state.py",
     "broker/group_coordinator.py", "broker/group_membership.py", "broker/group_state.py",
     "broker/group_records.py", "broker/group_admin.py",
+    # the web console's rates and rendering (cli/web_console/server.py is the shell)
+    "cli/web_console/throughput.py", "cli/web_console/page.py",
 ]
 FORBIDDEN = {"socket", "trio", "time", "asyncio", "threading", "select", "selectors", "random",
              "os", "datetime"}
