@@ -30,10 +30,12 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "AlterConfigs": (0, 2), "IncrementalAlterConfigs": (0, 1), "InitProducerId": (0, 5), "DescribeCluster": (0, 1),
     "DescribeQuorum": (0, 2), "DescribeLogDirs": (0, 4), "WriteTxnMarkers": (0, 1), "DescribeProducers": (0, 0),
     "DescribeUserScramCredentials": (0, 0), "AlterUserScramCredentials": (0, 0),
+    "DescribeClientQuotas": (0, 1), "AlterClientQuotas": (0, 1),
 }
 # Describe too: answered from the controller's image, it sees a change the moment it commits.
 FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "AlterConfigs",
-             "DescribeQuorum", "DescribeUserScramCredentials", "AlterUserScramCredentials"}
+             "DescribeQuorum", "DescribeUserScramCredentials", "AlterUserScramCredentials",
+             "DescribeClientQuotas", "AlterClientQuotas"}
 # Answered before the broker is ready: clients send it first, and it tells only what this
 # broker speaks, which is true from the start.  Everything else waits for readiness.
 ANSWERED_BEFORE_READY = frozenset({"ApiVersions"})
@@ -371,6 +373,10 @@ def _forward_error(api: str, body: dict, version: int) -> dict:
         out["results"] = [{"user": u, "error_code": code, "error_message": None} for u in users]
     elif api == "DescribeUserScramCredentials":
         out["error_code"] = code
+    elif api in ("AlterClientQuotas", "DescribeClientQuotas"):
+        from metadata.controller.common import error_response
+
+        out.update(error_response(api, body, code))
     elif api in ("IncrementalAlterConfigs", "AlterConfigs"):
         out["responses"] = [{"error_code": code, "resource_type": r["resource_type"],
                              "resource_name": r["resource_name"]} for r in body["resources"]]

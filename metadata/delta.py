@@ -51,6 +51,7 @@ class MetadataDelta:
         self._configs: dict[tuple[int, str], object] = {}  # key -> dict | _DELETED
         self._next_producer_id: int | None = None
         self._scram: dict[tuple[str, int], object] = {}  # (user, mechanism) -> credential | _DELETED
+        self._quotas: dict[tuple, dict] = {}  # entity -> its quotas after the replayed records
         self.changed_partitions: set[tuple[uuid.UUID, int]] = set()
 
     # -- reading through the delta
@@ -186,6 +187,16 @@ class MetadataDelta:
             raise ReplayError(f"RemoveUserScramCredentialRecord for a credential that does not exist: {key}")
         self._scram[key] = _DELETED
 
+    def _client_quota(self, d):
+        entity = quota_entity(d["entity"])
+        values = self._quotas.get(entity)
+        if values is None:
+            values = self._quotas[entity] = dict(self.image.client_quotas.get(entity, {}))
+        if d["remove"]:
+            values.pop(d["key"], None)  # as Kafka: removing an absent key is no error
+        else:
+            values[d["key"]] = d["value"]
+
     def _ignore(self, d):
         pass
 
@@ -230,6 +241,9 @@ class MetadataDelta:
             fields["next_producer_id"] = self._next_producer_id
         if self._scram:
             fields["scram_credentials"] = _merged(img.scram_credentials, self._scram)
+        if self._quotas:
+            fields["client_quotas"] = _merged(img.client_quotas, {
+                entity: frozen_map(values) if values else _DELETED for entity, values in self._quotas.items()})
         return replace(img, **fields)
 
 
@@ -260,14 +274,21 @@ _HANDLERS = {
     "NoOpRecord": MetadataDelta._ignore,
     "UserScramCredentialRecord": MetadataDelta._scram_credential,
     "RemoveUserScramCredentialRecord": MetadataDelta._remove_scram_credential,
-    # Valid metadata that kraft does not model yet (ACLs, quotas, delegation tokens,
+    "ClientQuotaRecord": MetadataDelta._client_quota,
+    # Valid metadata that kraft does not model yet (ACLs, delegation tokens,
     # metadata transactions): replayed as no-ops, absent from snapshots.
     **{name: MetadataDelta._ignore for name in (
-        "AccessControlEntryRecord", "RemoveAccessControlEntryRecord", "ClientQuotaRecord", "DelegationTokenRecord",
+        "AccessControlEntryRecord", "RemoveAccessControlEntryRecord", "DelegationTokenRecord",
         "RemoveDelegationTokenRecord", "BeginTransactionRecord", "EndTransactionRecord",
         "AbortTransactionRecord",
     )},
 }
+
+
+def quota_entity(entity_data) -> tuple[tuple[str, str | None], ...]:
+    """The image's key for a quota entity given as a record's (or a request's) EntityData."""
+    return tuple(sorted(((e["entity_type"], e["entity_name"]) for e in entity_data),
+                        key=lambda pair: pair[0]))
 
 
 def apply_records(image: MetadataImage, records, offset: int | None = None) -> MetadataImage:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Iterator, Mapping
 
+from kraft.quotas.entities import sort_key
 from kraft.security.scram import ScramCredential
 from metadata.serde import MetadataRecord, make
 
@@ -234,6 +235,11 @@ class MetadataImage:
     next_producer_id: int = 0
     # SCRAM credentials: (user, Kafka's mechanism type) -> credential (never a password)
     scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: EMPTY_MAP)
+    # Client quotas (ClientQuotaRecord): entity -> {quota key: value}.  An entity is a sorted
+    # tuple of (entity type, name) pairs, a name of None being the <default> entity:
+    # (("client-id", "app"),), (("client-id", None), ("user", "alice")), ...
+    client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(
+        default_factory=lambda: EMPTY_MAP)
 
     # -- queries
 
@@ -285,6 +291,10 @@ class MetadataImage:
         for (user, mechanism), c in sorted(self.scram_credentials.items()):
             out.append(make("UserScramCredentialRecord", name=user, mechanism=mechanism, salt=c.salt,
                             stored_key=c.stored_key, server_key=c.server_key, iterations=c.iterations))
+        for entity, values in sorted(self.client_quotas.items(), key=lambda e: sort_key(e[0])):
+            for key, value in sorted(values.items()):
+                out.append(make("ClientQuotaRecord", key=key, value=value, remove=False, entity=[
+                    {"entity_type": t, "entity_name": n} for t, n in entity]))
         if self.next_producer_id:
             out.append(make("ProducerIdsRecord", broker_id=-1, broker_epoch=-1,
                             next_producer_id=self.next_producer_id))

@@ -149,6 +149,11 @@ def error_response(api: str, body: dict, code: ErrorCode, message: str | None = 
         return {"results": [{"user": u, "error_code": code, "error_message": message} for u in users]}
     if api == "DescribeUserScramCredentials":
         return {"error_code": code, "error_message": message, "results": []}
+    if api == "AlterClientQuotas":
+        return {"entries": [{"error_code": code, "error_message": message, "entity": e["entity"]}
+                            for e in body["entries"]]}
+    if api == "DescribeClientQuotas":
+        return {"error_code": code, "error_message": message, "entries": None}
     if api in ("UnregisterBroker", "ControllerRegistration"):
         return {"error_code": code, "error_message": message}
     # AlterPartition, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds

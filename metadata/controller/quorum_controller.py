@@ -35,7 +35,7 @@ from random import Random
 from typing import Callable, Sequence
 
 from kraft.protocol.error_codes import ErrorCode
-from metadata.controller import cluster, config_control, partitions, scram_control, topics
+from metadata.controller import cluster, config_control, partitions, quota_control, scram_control, topics
 from metadata.controller.elections import rebalance_leaders
 from metadata.controller.common import ApiError, ControllerConfig, ControllerResult, Txn, error_response
 from metadata.delta import apply_records
@@ -59,6 +59,8 @@ HANDLERS: dict[str, Handler] = {
     "AlterConfigs": config_control.alter_configs,
     "AlterUserScramCredentials": scram_control.alter_user_scram_credentials,
     "DescribeUserScramCredentials": scram_control.describe_user_scram_credentials,
+    "AlterClientQuotas": quota_control.alter_client_quotas,
+    "DescribeClientQuotas": quota_control.describe_client_quotas,
 }
 
 
