@@ -39,8 +39,64 @@ def configs(cluster, *args):
     return kraftctl("configs", f"--bootstrap-server={cluster.bootstrap_servers}", *args)
 
 
-def test_quotas_are_altered_described_and_survive_a_restart(make_cluster):
-    cluster = start_cluster(make_cluster(controllers=1, brokers=0, overrides=fast_overrides()))
+@pytest.fixture(scope="module")
+def plain_cluster(tmp_path_factory):
+    from kraft.local_cluster import LocalCluster
+
+    c = LocalCluster(tmp_path_factory.mktemp("quota-admin"), controllers=1, brokers=0, overrides=fast_overrides())
+    try:
+        yield start_cluster(c)
+    finally:
+        c.stop_all()
+
+
+def test_request_percentage_throttles_a_busy_client_and_no_other(plain_cluster):
+    """request_percentage=0.1 (a thousandth of a thread) on a client id: a stream of
+    Metadata requests from it soon carries throttle_time_ms, and the connection is held
+    that long; another client id on another connection is answered unthrottled meanwhile."""
+    import trio
+
+    from kraft.client import KafkaClient
+    from kraft.trio_run import run_trio
+
+    cluster = plain_cluster
+    ok(configs(cluster, "--entity-type", "clients", "--entity-name", "busy", "--alter",
+               "--add-config", "request_percentage=0.1"))
+    node = cluster.brokers[0]
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            busy = KafkaClient(nursery, client_id="busy")
+            calm = KafkaClient(nursery, client_id="calm")
+            try:
+                for _ in range(5000):
+                    resp = await busy.request(node.host, node.broker_port, "Metadata", 12, {"topics": None})
+                    if resp["throttle_time_ms"]:
+                        break
+                throttle_ms = resp["throttle_time_ms"]
+                started = trio.current_time()
+                other = await calm.request(node.host, node.broker_port, "Metadata", 12, {"topics": None})
+                calm_s = trio.current_time() - started
+                await busy.request(node.host, node.broker_port, "Metadata", 12, {"topics": None},
+                                   timeout_s=30)
+                held_s = trio.current_time() - started
+                return throttle_ms, other["throttle_time_ms"], calm_s, held_s
+            finally:
+                await busy.aclose()
+                await calm.aclose()
+                nursery.cancel_scope.cancel()
+
+    throttle_ms, calm_throttle_ms, calm_s, held_s = run_trio(main)
+    assert throttle_ms > 0, "5000 requests and never throttled"
+    assert calm_throttle_ms == 0 and calm_s < 0.5 * throttle_ms / 1000 + 0.5
+    assert held_s >= 0.8 * throttle_ms / 1000, (throttle_ms, held_s)  # muted for the throttle time
+    ok(configs(cluster, "--entity-type", "clients", "--entity-name", "busy", "--alter",
+               "--delete-config", "request_percentage"))
+    assert ok(configs(cluster, "--entity-type", "clients", "--entity-name", "busy", "--describe")) == ""
+
+
+def test_quotas_are_altered_described_and_survive_a_restart(plain_cluster):
+    cluster = plain_cluster
     out = ok(configs(cluster, "--entity-type", "clients", "--entity-name", "limited", "--alter",
                      "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152"))
     assert out.strip() == "Completed updating config for entity: client-id 'limited'."
@@ -75,7 +131,7 @@ def test_quotas_are_altered_described_and_survive_a_restart(make_cluster):
 
     ok(configs(cluster, "--entity-type", "clients", "--entity-default", "--alter",
                "--delete-config", "producer_byte_rate"))
-    assert described("--entity-type", "clients") == expected_clients[1:]
+    assert described("--entity-type", "clients", "--entity-name", "limited") == expected_clients[1:]
 
     # In the metadata log: a restarted node (replaying it, or its snapshot) has them all.
     cluster.stop(1)
