@@ -157,31 +157,57 @@ def quota_cluster(tmp_path_factory):
         c.stop_all()
 
 
-class ProducerRun:
-    """A greedy producer in a thread: bytes acknowledged by time, and the broker throttle
-    times librdkafka reports in its statistics."""
+class ClientRun:
+    """A librdkafka client in a thread: bytes moved by time (``done``), and the largest
+    broker throttle time librdkafka reports in its statistics."""
 
-    def __init__(self, cluster, topic: str, client_id: str, value_bytes: int = 16384, **config):
-        self.topic = topic
-        self.value = b"x" * value_bytes
-        self.acked: list[tuple[float, int]] = []
+    def __init__(self):
+        self.done: list[tuple[float, int]] = []
         self.throttle_max_ms = 0
-        self.errors: list = []
         self._stop = threading.Event()
-        self.producer = confluent_kafka.Producer({
-            "bootstrap.servers": cluster.bootstrap_servers, "broker.address.family": "v4",
-            "client.id": client_id, "acks": 1, "linger.ms": 5, "statistics.interval.ms": 500,
-            "queue.buffering.max.kbytes": 4096, "stats_cb": self._stats, "error_cb": self.errors.append,
-            **config})
         self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def config(self, cluster, client_id: str) -> dict:
+        return {"bootstrap.servers": cluster.bootstrap_servers, "broker.address.family": "v4",
+                "client.id": client_id, "statistics.interval.ms": 500, "stats_cb": self._stats}
 
     def _stats(self, text: str) -> None:
         for broker in json.loads(text)["brokers"].values():
             self.throttle_max_ms = max(self.throttle_max_ms, broker.get("throttle", {}).get("max", 0))
 
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(60)
+
+    def moved(self) -> int:
+        return sum(n for _, n in self.done)
+
+    def rate(self, start: float, end: float) -> float:
+        """Value bytes per second between two ``time.monotonic()`` instants."""
+        return sum(n for t, n in self.done if start <= t < end) / (end - start)
+
+
+class ProducerRun(ClientRun):
+    """A greedy producer: what it has had acknowledged."""
+
+    def __init__(self, cluster, topic: str, client_id: str, value_bytes: int = 16384, **config):
+        super().__init__()
+        self.topic = topic
+        self.value = b"x" * value_bytes
+        self.producer = confluent_kafka.Producer({
+            **self.config(cluster, client_id), "acks": 1, "linger.ms": 5, "queue.buffering.max.kbytes": 4096,
+            **config})
+
     def _delivered(self, err, msg) -> None:
         if err is None:
-            self.acked.append((time.monotonic(), len(msg.value())))
+            self.done.append((time.monotonic(), len(msg.value())))
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -193,18 +219,9 @@ class ProducerRun:
         self.producer.purge(in_queue=True)
         self.producer.flush(30)
 
-    def start(self) -> "ProducerRun":
-        self.thread.start()
-        return self
-
     def stop(self) -> None:
-        self._stop.set()
-        self.thread.join(60)
+        super().stop()
         self.producer = None  # librdkafka's threads end with it, not retrying a stopped node
-
-    def rate(self, start: float, end: float) -> float:
-        """Acknowledged value bytes per second between two ``time.monotonic()`` instants."""
-        return sum(n for t, n in self.acked if start <= t < end) / (end - start)
 
 
 @pytest.mark.slow
@@ -217,7 +234,7 @@ def test_producer_is_held_to_its_byte_rate_beside_a_free_one(quota_cluster):
     limited = ProducerRun(cluster, "produced", "limited").start()
     free = ProducerRun(cluster, "produced", "free").start()
     try:
-        wait_until(lambda: limited.acked and free.acked, timeout_s=30, what="both producers' first acks")
+        wait_until(lambda: limited.done and free.done, timeout_s=30, what="both producers' first acks")
         time.sleep(2)
         now = time.monotonic()
         before = limited.rate(now - 2, now)
@@ -241,43 +258,25 @@ def test_producer_is_held_to_its_byte_rate_beside_a_free_one(quota_cluster):
     assert free.throttle_max_ms == 0
 
 
-class ConsumerRun:
+class ConsumerRun(ClientRun):
+    """A consumer reading a topic from its start: what it has received."""
+
     def __init__(self, cluster, topic: str, client_id: str):
-        self.topic = topic
-        self.received: list[tuple[float, int]] = []
-        self.throttle_max_ms = 0
-        self._stop = threading.Event()
+        super().__init__()
         self.consumer = confluent_kafka.Consumer({
-            "bootstrap.servers": cluster.bootstrap_servers, "broker.address.family": "v4",
-            "client.id": client_id, "group.id": f"group-{client_id}", "auto.offset.reset": "earliest",
-            "enable.auto.commit": False, "statistics.interval.ms": 500, "stats_cb": self._stats,
+            **self.config(cluster, client_id), "group.id": f"group-{client_id}", "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
             # A throttled fetch answers nothing and its throttle counts what it would have
             # read (as Kafka's), so a fetch of about the quota's size wastes time: keep them small.
             "max.partition.fetch.bytes": 65536, "fetch.max.bytes": 65536, "message.max.bytes": 65536})
         self.consumer.subscribe([topic])
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _stats(self, text: str) -> None:
-        for broker in json.loads(text)["brokers"].values():
-            self.throttle_max_ms = max(self.throttle_max_ms, broker.get("throttle", {}).get("max", 0))
 
     def _run(self) -> None:
         while not self._stop.is_set():
             for msg in self.consumer.consume(100, 0.2):
                 if msg.error() is None:
-                    self.received.append((time.monotonic(), len(msg.value())))
+                    self.done.append((time.monotonic(), len(msg.value())))
         self.consumer.close()
-
-    def start(self) -> "ConsumerRun":
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.thread.join(60)
-
-    def rate(self, start: float, end: float) -> float:
-        return sum(n for t, n in self.received if start <= t < end) / (end - start)
 
 
 @pytest.mark.slow
@@ -291,12 +290,12 @@ def test_consumer_is_held_to_its_byte_rate_beside_a_free_one(quota_cluster):
                "--add-config", f"consumer_byte_rate={MB}"))
     # Batches of 64 KB: a fetch returns at least one whole batch, whatever its size.
     filler = ProducerRun(cluster, "consumed", "filler", **{"batch.size": 65536}).start()
-    wait_until(lambda: sum(n for _, n in filler.acked) >= 40 * MB, timeout_s=60, what="40 MB in the topic")
+    wait_until(lambda: filler.moved() >= 40 * MB, timeout_s=60, what="40 MB in the topic")
     filler.stop()
     slow = ConsumerRun(cluster, "consumed", "slow-reader").start()
     fast = ConsumerRun(cluster, "consumed", "fast-reader").start()
     try:
-        wait_until(lambda: slow.received and fast.received, timeout_s=30, what="both consumers' first records")
+        wait_until(lambda: slow.done and fast.done, timeout_s=30, what="both consumers' first records")
         start = time.monotonic()
         time.sleep(12)
         end = time.monotonic()
@@ -307,4 +306,4 @@ def test_consumer_is_held_to_its_byte_rate_beside_a_free_one(quota_cluster):
     print(f"slow {slow_rate / MB:.3f} MB/s, fast {fast_rate / MB:.2f} MB/s, max throttle {slow.throttle_max_ms} ms")
     assert 0.8 * MB <= slow_rate <= 1.2 * MB, f"slow reader: {slow_rate / MB:.3f} MB/s"
     assert slow.throttle_max_ms > 0
-    assert fast_rate > 3 * MB or sum(n for _, n in fast.received) >= 40 * MB, f"fast reader: {fast_rate / MB:.2f} MB/s"
+    assert fast_rate > 3 * MB or fast.moved() >= 40 * MB, f"fast reader: {fast_rate / MB:.2f} MB/s"
