@@ -307,3 +307,86 @@ def test_consumer_is_held_to_its_byte_rate_beside_a_free_one(quota_cluster):
     assert 0.8 * MB <= slow_rate <= 1.2 * MB, f"slow reader: {slow_rate / MB:.3f} MB/s"
     assert slow.throttle_max_ms > 0
     assert fast_rate > 3 * MB or fast.moved() >= 40 * MB, f"fast reader: {fast_rate / MB:.2f} MB/s"
+
+
+def test_kafka_configs_sets_and_describes_client_quotas(plain_cluster):
+    """Apache Kafka's kafka-configs.sh (its Java admin client: AlterClientQuotas and
+    DescribeClientQuotas v1) against kraft, and kraftctl sees what it set."""
+    from kafka_helpers import kafka_libs, run_tool
+
+    kafka_libs()
+    cluster = plain_cluster
+    bs = cluster.bootstrap_servers
+    ok(run_tool("kafka-configs", "--bootstrap-server", bs, "--alter", "--entity-type", "users", "--entity-name",
+                "carol", "--entity-type", "clients", "--entity-name", "etl",
+                "--add-config", "producer_byte_rate=4096,request_percentage=50"))
+    described = ok(run_tool("kafka-configs", "--bootstrap-server", bs, "--describe", "--entity-type", "users",
+                            "--entity-name", "carol", "--entity-type", "clients", "--entity-name", "etl"))
+    assert "producer_byte_rate=4096.0" in described and "request_percentage=50.0" in described, described
+    mine = json.loads(ok(configs(cluster, "--entity-type", "users", "--entity-name", "carol", "--entity-type",
+                                 "clients", "--entity-name", "etl", "--describe", "--output", "json")))
+    assert mine == [{"entity": {"client-id": "etl", "user": "carol"},
+                     "quotas": {"producer_byte_rate": 4096.0, "request_percentage": 50.0}}]
+    refused = run_tool("kafka-configs", "--bootstrap-server", bs, "--alter", "--entity-type", "clients",
+                       "--entity-name", "etl", "--add-config", "producer_byte_rate=1.5")
+    assert refused.returncode != 0 and "fractional" in (refused.stdout + refused.stderr), refused
+    ok(run_tool("kafka-configs", "--bootstrap-server", bs, "--alter", "--entity-type", "users", "--entity-name",
+                "carol", "--entity-type", "clients", "--entity-name", "etl",
+                "--delete-config", "producer_byte_rate,request_percentage"))
+    assert json.loads(ok(configs(cluster, "--entity-type", "users", "--entity-name", "carol", "--entity-type",
+                                 "clients", "--entity-name", "etl", "--describe", "--output", "json"))) == []
+
+
+@pytest.mark.slow
+def test_user_quotas_over_sasl_ssl_and_replication_is_never_throttled(tmp_path):
+    """Quotas on SASL users (the principal's name): alice's producer_byte_rate throttles her
+    acks=all producer, while a consumer_byte_rate of 1 KB/s on every user (<default>), the
+    brokers' own included, leaves replication (followers' fetches) unthrottled."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from kraft.local_cluster import LocalCluster
+    from kraft.properties import format_properties
+    from kraft.security.dev_cluster import ClusterSecurity
+
+    cluster = LocalCluster(tmp_path / "secure", controllers=3, overrides=fast_overrides(),
+                           security=ClusterSecurity("SASL_SSL", users={"alice": "alice-secret"}))
+    try:
+        start_cluster(cluster)
+        props = tmp_path / "admin.properties"
+        props.write_text(format_properties(cluster.security.client_properties()))
+        for entity, config in ((("--entity-default",), "consumer_byte_rate=1024"),
+                               (("--entity-name", "alice"), "producer_byte_rate=131072")):
+            ok(configs(cluster, "--command-config", str(props), "--entity-type", "users", *entity, "--alter",
+                       "--add-config", config))
+        base = {"bootstrap.servers": cluster.bootstrap_servers, "broker.address.family": "v4"}
+        admin = AdminClient({**base, **cluster.security.librdkafka_config()})
+        # min.insync.replicas=3: a follower falling behind (throttled) would fail the writes
+        # instead of leaving the ISR.
+        admin.create_topics([NewTopic("alices", 1, 3, config={"min.insync.replicas": "3"})])["alices"].result(60)
+        throttles = []
+
+        def stats(text):
+            throttles.extend(b.get("throttle", {}).get("max", 0) for b in json.loads(text)["brokers"].values())
+
+        producer = confluent_kafka.Producer({**base, **cluster.security.librdkafka_config(user="alice"),
+                                             "acks": "all", "linger.ms": 5, "statistics.interval.ms": 500,
+                                             "stats_cb": stats, "message.timeout.ms": 60000})
+        delivered = []
+        started = time.monotonic()
+        for _ in range(200):  # 2 MB: past the ten windows' allowance of 1.25 MB
+            while True:
+                try:
+                    producer.produce("alices", b"a" * 10240, on_delivery=lambda err, msg: delivered.append(err))
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            producer.poll(0)
+        producer.flush(90)
+        elapsed = time.monotonic() - started
+        producer.poll(1)
+    finally:
+        cluster.stop_all()
+    failed = [str(err) for err in delivered if err is not None]
+    assert len(delivered) == 200 and not failed, failed[:3]  # acks=all: the followers kept up
+    assert max(throttles, default=0) > 0, "alice never saw throttle_time_ms"
+    assert elapsed > 3, f"2 MB at 128 KB/s after a 1.25 MB allowance took only {elapsed:.1f} s"
