@@ -43,6 +43,8 @@ def test_precedence_is_kafkas_order():
         assert resolve(quotas, P, "alice", "app") == (e, float(i))
         del quotas[e]
     assert resolve(quotas, P, "alice", "app") is None
+    # Without a client id only user entities apply (Kafka's quotaLimit).
+    assert precedence("alice", "") == ((("user", "alice"),), (("user", None),))
 
 
 def test_keys_resolve_on_their_own_and_shared_rates_follow_the_matched_entity():

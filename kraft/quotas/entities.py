@@ -46,7 +46,12 @@ def entity(user: object = False, client_id: object = False) -> Entity:
 
 
 def precedence(user: str, client_id: str) -> tuple[Entity, ...]:
-    """The entities that may set a connection's quota, most specific first."""
+    """The entities that may set a connection's quota, most specific first.  As Kafka, an
+    empty client id matches only user entities, and an empty user only client-id ones."""
+    if not client_id:
+        return (entity(user), entity(None)) if user else ()
+    if not user:
+        return entity(client_id=client_id), entity(client_id=None)
     return (
         entity(user, client_id), entity(user, None), entity(user),
         entity(None, client_id), entity(None, None), entity(None),
