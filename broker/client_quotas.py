@@ -48,6 +48,9 @@ class TaskTimeMeter(trio.abc.Instrument):
         if task in self.spent:
             self.spent[task] += time.perf_counter() - self._step_started
 
+    def task_exited(self, task) -> None:
+        self.spent.pop(task, None)  # a connection closed in the middle of a request
+
     def start(self, task) -> None:
         self.spent[task] = 0.0
 
@@ -101,6 +104,11 @@ class ClientQuotaEnforcer:
     def now_ms(self) -> float:
         return self._clock() * 1000
 
+    @property
+    def meter(self) -> TaskTimeMeter | None:
+        """The request-time meter, installed while some entity has a request_percentage."""
+        return self._meter
+
 
 class RequestQuota:
     """One request's accounting: ``finish`` records what it cost and sets its throttle time;
@@ -114,7 +122,7 @@ class RequestQuota:
         self.user = user
         self.client_id = client_id
         self.throttle_ms = 0
-        self._meter = enforcer._meter if enforcer.manager.enabled(REQUEST_PERCENTAGE) else None
+        self._meter = enforcer.meter
         self._task = None
         if self._meter is not None:
             self._task = trio.lowlevel.current_task()
