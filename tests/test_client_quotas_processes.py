@@ -95,6 +95,51 @@ def test_request_percentage_throttles_a_busy_client_and_no_other(plain_cluster):
     assert ok(configs(cluster, "--entity-type", "clients", "--entity-name", "busy", "--describe")) == ""
 
 
+def test_old_produce_versions_wait_for_their_throttle_and_new_ones_are_answered_then_muted(plain_cluster):
+    """Produce v5 (before KIP-219) over its quota gets its answer after the throttle time;
+    v9 gets it at once, and the connection then reads nothing for the throttle time."""
+    import trio
+
+    from kraft.client import KafkaClient
+    from kraft.records.batch import build_batch
+    from kraft.trio_run import run_trio
+
+    cluster = plain_cluster
+    ok(kraftctl("topics", f"--bootstrap-server={cluster.bootstrap_servers}", "--create", "--topic", "old",
+                "--partitions", "1", "--replication-factor", "1"))
+    ok(configs(cluster, "--entity-type", "clients", "--entity-name", "old-producer", "--alter",
+               "--add-config", "producer_byte_rate=10000"))
+    node = cluster.brokers[0]
+    batch = build_batch([(None, b"v" * 40_000)], timestamp=int(time.time() * 1000))
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            client = KafkaClient(nursery, client_id="old-producer")
+            timings = []
+            try:
+                for version in (5, 5, 5, 9):  # 40 KB each at 10 KB/s over ten assumed windows
+                    started = trio.current_time()
+                    resp = await client.request(node.host, node.broker_port, "Produce", version, {
+                        "acks": 1, "timeout_ms": 30000, "transactional_id": None,
+                        "topic_data": [{"name": "old", "partition_data": [{"index": 0, "records": batch}]}]},
+                        timeout_s=30)
+                    assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+                    timings.append((resp["throttle_time_ms"], trio.current_time() - started))
+                started = trio.current_time()
+                await client.request(node.host, node.broker_port, "Metadata", 12, {"topics": []}, timeout_s=30)
+                timings.append((0, trio.current_time() - started))
+                return timings
+            finally:
+                await client.aclose()
+                nursery.cancel_scope.cancel()
+
+    timings = run_trio(main)
+    (t1, _), (t2, _), (t3, old_s), (t4, new_s), (_, muted_s) = timings
+    assert t1 == t2 == 0 and t3 > 1000 and t4 > 1000, timings
+    assert old_s >= 0.8 * t3 / 1000, timings  # v5: the answer waited out the throttle
+    assert new_s < 0.5 * t4 / 1000 and muted_s >= 0.7 * t4 / 1000, timings  # v9: answered, then muted
+
+
 def test_quotas_are_altered_described_and_survive_a_restart(plain_cluster):
     cluster = plain_cluster
     out = ok(configs(cluster, "--entity-type", "clients", "--entity-name", "limited", "--alter",
