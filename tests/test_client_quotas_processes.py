@@ -138,6 +138,8 @@ def test_old_produce_versions_wait_for_their_throttle_and_new_ones_are_answered_
     assert t1 == t2 == 0 and t3 > 1000 and t4 > 1000, timings
     assert old_s >= 0.8 * t3 / 1000, timings  # v5: the answer waited out the throttle
     assert new_s < 0.5 * t4 / 1000 and muted_s >= 0.7 * t4 / 1000, timings  # v9: answered, then muted
+    ok(configs(cluster, "--entity-type", "clients", "--entity-name", "old-producer", "--alter",
+               "--delete-config", "producer_byte_rate"))
 
 
 def test_quotas_are_altered_described_and_survive_a_restart(plain_cluster):
