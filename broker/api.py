@@ -35,12 +35,13 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "DeleteRecords": (0, 2), "ElectLeaders": (0, 2), "UnregisterBroker": (0, 0),
     "AlterPartitionReassignments": (0, 0), "ListPartitionReassignments": (0, 0),
     "DescribeAcls": (0, 3), "CreateAcls": (0, 3), "DeleteAcls": (0, 3),
+    "DescribeClientQuotas": (0, 1), "AlterClientQuotas": (0, 1),
 }
 # Describe too: answered from the controller's image, it sees a change the moment it commits.
 FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "AlterConfigs",
              "DescribeQuorum", "DescribeUserScramCredentials", "AlterUserScramCredentials",
              "ElectLeaders", "UnregisterBroker", "AlterPartitionReassignments", "ListPartitionReassignments",
-             *ACL_APIS}
+             "DescribeClientQuotas", "AlterClientQuotas", *ACL_APIS}
 # Answered before the broker is ready: clients send it first, and it tells only what this
 # broker speaks, which is true from the start.  Everything else waits for readiness.
 ANSWERED_BEFORE_READY = frozenset({"ApiVersions"})
@@ -399,7 +400,7 @@ def _forward_error(api: str, body: dict, version: int) -> dict:
             {"topic": t["topic"], "partition_result": [
                 {"partition_id": p, "error_code": code, "error_message": None} for p in t["partitions"]]}
             for t in body["topic_partitions"] or []]
-    elif api in ACL_APIS:
+    elif api in ACL_APIS or api in ("AlterClientQuotas", "DescribeClientQuotas"):
         from metadata.controller.common import error_response
 
         out.update(error_response(api, body, code))

@@ -658,6 +658,8 @@ CHECKS: dict[str, Callable] = {
     "UnregisterBroker": _cluster_op("UnregisterBroker", Op.ALTER),
     "AlterPartitionReassignments": _cluster_op("AlterPartitionReassignments", Op.ALTER),
     "ListPartitionReassignments": _cluster_op("ListPartitionReassignments", Op.DESCRIBE),
+    "AlterClientQuotas": _cluster_op("AlterClientQuotas", Op.ALTER_CONFIGS),
+    "DescribeClientQuotas": _cluster_op("DescribeClientQuotas", Op.DESCRIBE_CONFIGS),
     "DescribeLogDirs": _cluster_op("DescribeLogDirs", Op.DESCRIBE),
     "DescribeQuorum": _cluster_op("DescribeQuorum", Op.DESCRIBE),
     "DescribeUserScramCredentials": _cluster_op("DescribeUserScramCredentials", Op.DESCRIBE),

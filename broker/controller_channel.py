@@ -55,7 +55,7 @@ class ControllerChannel:
                         if response is None:
                             last = f"controller {leader} stopped being active while {api} was in flight"
                             continue
-                        if response.get("error_code") != ErrorCode.NOT_CONTROLLER:
+                        if not _from_inactive_controller(response):
                             return response
                         last = f"controller {leader} is no longer active"
                     except NodeUnavailable as exc:
@@ -93,3 +93,16 @@ class ControllerChannel:
         if failure is not None:
             raise failure
         return answer
+
+
+def _from_inactive_controller(response: dict) -> bool:
+    """Whether a controller answered NOT_CONTROLLER: in the top-level error code, or, for
+    APIs whose errors are per item (CreateTopics, AlterClientQuotas, ...), in every item
+    of a list (a controller that is not active fails them all, and only it answers that)."""
+    if response.get("error_code") == ErrorCode.NOT_CONTROLLER:
+        return True
+    for value in response.values():
+        if isinstance(value, list) and value and all(
+                isinstance(item, dict) and item.get("error_code") == ErrorCode.NOT_CONTROLLER for item in value):
+            return True
+    return False

@@ -44,6 +44,7 @@ from kraft.protocol.errors import ProtocolError, UnsupportedVersion
 from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder
 
 if TYPE_CHECKING:
+    from broker.client_quotas import ClientQuotaEnforcer
     from kraft.metrics.stats import RequestMetrics, RequestTimer
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ class KafkaConnection:
     def __init__(self, stream: trio.abc.Stream, handler: Handler, *, supported=None,
                  max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, idle_timeout_s: float = math.inf,
                  peer: str = "?", principal: str = "User:ANONYMOUS", authenticator=None,
-                 metrics: RequestMetrics | None = None):
+                 metrics: RequestMetrics | None = None, client_quotas: ClientQuotaEnforcer | None = None):
         self.stream = stream
         self.handler = handler
         self.supported = supported  # api key -> Versions this node serves
@@ -93,6 +94,7 @@ class KafkaConnection:
         self.metrics = metrics
         self._received_at = 0.0
         self._timer_slot: list | None = None
+        self.client_quotas = client_quotas  # broker.client_quotas: throttles and mutes
 
     def authenticated(self) -> None:
         """SASL is done: from now on every frame is an ordinary request."""
@@ -157,8 +159,11 @@ class KafkaConnection:
             timer = self.metrics.begin(request.api, request.version, request.body, len(payload),
                                        min(self._received_at, now), now)
             self._timer_slot[0] = timer
+        quota = self.client_quotas.begin(request, self.principal) if self.client_quotas is not None else None
         try:
             body = await self.handler(request)
+            if quota is not None:
+                body = await quota.finish(body, len(payload))
         except Exception as exc:  # a bug must cost this request, never the listener
             answer = self._failed(request, "handling", exc)
             body = None
@@ -169,9 +174,11 @@ class KafkaConnection:
             if body is None:
                 if timer is not None:  # acks=0: no answer to send
                     timer.done(timer.ready, timer.ready)
+                await _mute(quota)
                 return True
             if isinstance(body, Deferred):
                 await self._answer(answers, (request, body), timer)
+                await _mute(quota)
                 return True
             answer = self._encode(request, body)
         if answer is None:
@@ -179,6 +186,7 @@ class KafkaConnection:
         if timer is not None:
             timer.api.count_errors(body)
         await self._answer(answers, answer, timer)
+        await _mute(quota)
         return True
 
     def _encode(self, request: rpc.Request, body: dict) -> bytes | None:
@@ -245,6 +253,12 @@ class KafkaConnection:
             connection.cancel()  # the peer is gone: stop reading too
 
 
+async def _mute(quota) -> None:
+    """A throttled client's connection reads nothing for its throttle time (KIP-219)."""
+    if quota is not None and quota.throttle_ms:
+        await quota.mute()
+
+
 def _describe(payload: bytes) -> str:
     """What a request that could not be parsed says it is, for the log."""
     try:
@@ -270,12 +284,14 @@ async def serve_kafka(handler: Handler, host: str, port: int, *, supported=None,
                       max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
                       limits: ConnectionLimits = ConnectionLimits(),
                       quotas: ConnectionQuotas | None = None, auth=None,
-                      metrics: RequestMetrics | None = None) -> None:
+                      metrics: RequestMetrics | None = None,
+                      client_quotas: ClientQuotaEnforcer | None = None) -> None:
     """Listen on host:port and serve Kafka connections until cancelled.
 
     ``task_status.started`` receives the bound port (useful with port 0).  ``quotas``: the
     connection counts this listener shares with others (default: its own).  ``auth``: the
     listener's TLS and SASL (``broker.network_security.ListenerAuth``); None is PLAINTEXT.
+    ``client_quotas``: the broker's client quotas (``broker.client_quotas``), None for none.
     """
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()[1]
@@ -295,7 +311,8 @@ async def serve_kafka(handler: Handler, host: str, port: int, *, supported=None,
                 authenticator = auth.authenticator(principal)
             await KafkaConnection(stream, handler, supported=supported, max_frame_bytes=max_frame_bytes,
                                   idle_timeout_s=limits.idle_timeout_s, peer=peer, principal=principal,
-                                  authenticator=authenticator, metrics=metrics).serve()
+                                  authenticator=authenticator, metrics=metrics,
+                                  client_quotas=client_quotas).serve()
         except Exception:  # the last guard: a connection's failure is never the listener's
             log.exception("connection from %s failed", peer)
         finally:

@@ -11,14 +11,29 @@ import click
 from cli.admin_client import AdminClient, AdminError, error_name
 from cli.topics import fail
 
-RESOURCE_TYPES = {"topics": 2, "brokers": 4, "users": None}
+RESOURCE_TYPES = {"topics": 2, "brokers": 4, "users": None, "clients": None}
 SET, DELETE = 0, 1
+
+
+def _remember_names(ctx, param, values):
+    """--entity-name and --entity-default pair with --entity-types in command-line order:
+    click hands each option's values over at its first appearance, which is that order."""
+    order = ctx.meta.setdefault("kraft.entity_names", [])
+    if param.name == "entity_default":
+        order.extend([None] * values)
+    else:
+        order.extend(values)
+    return values
 
 
 @click.command("configs")
 @click.option("--bootstrap-server", required=True)
-@click.option("--entity-type", required=True, type=click.Choice(sorted(RESOURCE_TYPES)))
-@click.option("--entity-name", default="", help="Topic name, broker id (empty: the cluster default) or user.")
+@click.option("--entity-type", "entity_types", required=True, multiple=True, type=click.Choice(sorted(RESOURCE_TYPES)),
+              help="Twice for a user and client-id quota: --entity-type users ... --entity-type clients ...")
+@click.option("--entity-name", "entity_names", multiple=True, callback=_remember_names,
+              help="Topic name, broker id (empty: the cluster default), user or client id.")
+@click.option("--entity-default", count=True, callback=_remember_names,
+              help="The <default> user or client id (quotas).")
 @click.option("--describe", "action", flag_value="describe")
 @click.option("--alter", "action", flag_value="alter")
 @click.option("--add-config", "add", multiple=True, metavar="K=V[,K=V]")
@@ -27,22 +42,24 @@ SET, DELETE = 0, 1
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--command-config", type=click.Path(dir_okay=False), default=None,
               help="Client properties: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.*")
-def configs_command(bootstrap_server, entity_type, entity_name, action, add, delete, show_all, output,
-                    command_config):
-    """Describe or alter topic and broker configuration, and users' SCRAM credentials."""
+@click.pass_context
+def configs_command(ctx, bootstrap_server, entity_types, entity_names, entity_default, action, add, delete,
+                    show_all, output, command_config):
+    """Describe or alter topic and broker configuration, client quotas (users, clients) and
+    users' SCRAM credentials."""
     if action is None:
         fail("one of --describe, --alter is required")
+    names = ctx.meta.get("kraft.entity_names", [])
+    entity_type = entity_types[0]
+    if len(entity_types) > 1 and set(entity_types) != {"users", "clients"}:
+        fail("only users and clients may be combined")
     rtype = RESOURCE_TYPES[entity_type]
     try:
         admin = AdminClient(bootstrap_server, command_config=command_config)
-        if entity_type == "users":
-            from cli.scram_users import alter_users, describe_users
-
-            if action == "describe":
-                describe_users(admin, entity_name, output)
-            else:
-                alter_users(admin, entity_name, add, delete, output)
+        if rtype is None:
+            _quotas_and_credentials(admin, list(entity_types), names, action, add, delete, output)
             return
+        entity_name = names[0] if names and names[0] is not None else ""
         if action == "describe":
             resp = admin.call("DescribeConfigs", {"resources": [
                 {"resource_type": rtype, "resource_name": entity_name, "configuration_keys": None}],
@@ -84,6 +101,41 @@ def configs_command(bootstrap_server, entity_type, entity_name, action, add, del
                    else f"Completed updating config for {entity_type[:-1]} {entity_name}.")
     except AdminError as exc:
         fail(str(exc))
+
+
+def _quotas_and_credentials(admin, types: list[str], names: list, action, add, delete, output) -> None:
+    """users and clients: client quotas (AlterClientQuotas), and for one user alone its
+    SCRAM credentials too (AlterUserScramCredentials), as kafka-configs.sh splits them."""
+    from cli.client_quotas import alter_quotas, describe_quotas, print_quotas, split_configs
+    from cli.scram_users import alter_users, describe_users
+
+    one_user = types == ["users"]
+    if action == "describe":
+        print_quotas(describe_quotas(admin, types, names), output)
+        if one_user and (not names or names[0] is not None) and output == "text":
+            describe_users(admin, names[0] if names else "", output)
+        return
+    pairs = split_configs(add)
+    deletes = [k.strip() for item in delete for k in item.split(",") if k.strip()]
+    scram_adds = [f"{k}={v}" for k, v in pairs if k.upper().startswith("SCRAM-")]
+    scram_deletes = [k for k in deletes if k.upper().startswith("SCRAM-")]
+    quota_adds = [(k, v) for k, v in pairs if not k.upper().startswith("SCRAM-")]
+    quota_deletes = [k for k in deletes if not k.upper().startswith("SCRAM-")]
+    if not pairs and not deletes:
+        fail("--alter needs --add-config or --delete-config")
+    if (scram_adds or scram_deletes) and not (one_user and names and names[0] is not None):
+        fail("SCRAM credentials are set for one named user (--entity-type users --entity-name NAME)")
+    scram_delete_items = [",".join(scram_deletes)] if scram_deletes else []
+    if not quota_adds and not quota_deletes:  # credentials alone: as before quotas
+        alter_users(admin, names[0], scram_adds, scram_delete_items, output)
+        return
+    alter_quotas(admin, types, names, quota_adds, quota_deletes)
+    if scram_adds or scram_deletes:
+        alter_users(admin, names[0], scram_adds, scram_delete_items, "quiet")
+    from cli.client_quotas import entity_label, entity_of
+
+    label = entity_label(entity_of(types, names))
+    click.echo(json.dumps({"altered": True}) if output == "json" else f"Completed updating config for entity: {label}.")
 
 
 @click.group("metadata-quorum")

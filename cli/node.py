@@ -22,6 +22,7 @@ from broker.lifecycle import BrokerLifecycle
 from broker.metadata_listener import MetadataListener
 from broker.connection_limits import ConnectionLimits, ConnectionQuotas
 from broker.authorization import RequestAuthorization, controller_check
+from broker.client_quotas import ClientQuotaEnforcer
 from broker.network import serve_kafka
 from broker.network_security import ListenerAuth
 from broker.offsets_store import (GROUP_KEY_TYPE, OFFSETS_TOPIC, TRANSACTION_KEY_TYPE, TXN_STATE_TOPIC,
@@ -261,13 +262,14 @@ class Node:
         await nursery.start(transactions.run)
         limits = ConnectionLimits.from_config(config)
         quotas = ConnectionQuotas(limits)  # one count for all of the broker's listeners, as Kafka
+        client_quotas = ClientQuotaEnforcer.from_config(config, lambda: self.metadata.image.client_quotas)
         for endpoint in config.broker_listeners:
             auth = self.security.auth(endpoint.listener, lambda: self.metadata.image.scram_credentials, self.ready)
             await nursery.start(functools.partial(
                 serve_kafka, functools.partial(api.handle, listener=endpoint.listener),
                 endpoint.host or "0.0.0.0", endpoint.port, supported=api.supported,
                 max_frame_bytes=config["socket.request.max.bytes"], limits=limits, quotas=quotas, auth=auth,
-                metrics=self.request_metrics))
+                metrics=self.request_metrics, client_quotas=client_quotas))
         fetchers = ReplicaFetcherManager(config.node_id, self.replicas, client("replication"),
                                          inter_broker_listener,
                                          fetch_max_bytes=config["replica.fetch.response.max.bytes"],

@@ -57,4 +57,5 @@ def alter_users(admin: AdminClient, user: str, add, delete, output: str) -> None
     for result in resp["results"]:
         if result["error_code"]:
             fail(f"{error_name(result['error_code'])}: {result['error_message'] or ''}".strip(": "))
-    click.echo(json.dumps({"altered": True}) if output == "json" else f"Completed updating config for user {user}.")
+    if output != "quiet":  # (quiet: part of a larger alteration that reports itself)
+        click.echo(json.dumps({"altered": True}) if output == "json" else f"Completed updating config for user {user}.")

@@ -148,6 +148,9 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("max.connections.per.ip", "int", 2**31 - 1, validate=_at_least(0)),
     _K("max.connections.per.ip.overrides", "list", [], validate=_per_ip_overrides_error),
     _K("connections.max.idle.ms", "int", 600000, validate=_at_least(1)),
+    # Client quotas (kraft.quotas): the windows a client's rates are measured over
+    _K("quota.window.num", "int", 11, validate=_at_least(1)),
+    _K("quota.window.size.seconds", "int", 1, validate=_at_least(1)),
     # Groups and offsets
     _K("offsets.topic.num.partitions", "int", 50, validate=_at_least(1)),
     _K("offsets.topic.replication.factor", "int", 3, validate=_at_least(1)),

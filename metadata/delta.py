@@ -53,6 +53,7 @@ class MetadataDelta:
         self._next_producer_id: int | None = None
         self._scram: dict[tuple[str, int], object] = {}  # (user, mechanism) -> credential | _DELETED
         self._acls: dict[uuid.UUID, object] = {}  # id -> AclBinding | _DELETED
+        self._quotas: dict[tuple, dict] = {}  # entity -> its quotas after the replayed records
         self.changed_partitions: set[tuple[uuid.UUID, int]] = set()
 
     # -- reading through the delta
@@ -196,6 +197,15 @@ class MetadataDelta:
         if self._acls.get(d["id"], self.image.acls.get(d["id"])) in (None, _DELETED):
             raise ReplayError(f"RemoveAccessControlEntryRecord for an ACL that does not exist: {d['id']}")
         self._acls[d["id"]] = _DELETED
+    def _client_quota(self, d):
+        entity = quota_entity(d["entity"])
+        values = self._quotas.get(entity)
+        if values is None:
+            values = self._quotas[entity] = dict(self.image.client_quotas.get(entity, {}))
+        if d["remove"]:
+            values.pop(d["key"], None)  # as Kafka: removing an absent key is no error
+        else:
+            values[d["key"]] = d["value"]
 
     def _ignore(self, d):
         pass
@@ -243,6 +253,9 @@ class MetadataDelta:
             fields["scram_credentials"] = _merged(img.scram_credentials, self._scram)
         if self._acls:
             fields["acls"] = _merged(img.acls, self._acls)
+        if self._quotas:
+            fields["client_quotas"] = _merged(img.client_quotas, {
+                entity: frozen_map(values) if values else _DELETED for entity, values in self._quotas.items()})
         return replace(img, **fields)
 
 
@@ -275,14 +288,21 @@ _HANDLERS = {
     "RemoveUserScramCredentialRecord": MetadataDelta._remove_scram_credential,
     "AccessControlEntryRecord": MetadataDelta._acl,
     "RemoveAccessControlEntryRecord": MetadataDelta._remove_acl,
-    # Valid metadata that kraft does not model yet (quotas, delegation tokens,
-    # metadata transactions): replayed as no-ops, absent from snapshots.
+    "ClientQuotaRecord": MetadataDelta._client_quota,
+    # Valid metadata that kraft does not model yet (delegation tokens, metadata
+    # transactions): replayed as no-ops, absent from snapshots.
     **{name: MetadataDelta._ignore for name in (
-        "ClientQuotaRecord", "DelegationTokenRecord",
+        "DelegationTokenRecord",
         "RemoveDelegationTokenRecord", "BeginTransactionRecord", "EndTransactionRecord",
         "AbortTransactionRecord",
     )},
 }
+
+
+def quota_entity(entity_data) -> tuple[tuple[str, str | None], ...]:
+    """The image's key for a quota entity given as a record's (or a request's) EntityData."""
+    return tuple(sorted(((e["entity_type"], e["entity_name"]) for e in entity_data),
+                        key=lambda pair: pair[0]))
 
 
 def apply_records(image: MetadataImage, records, offset: int | None = None) -> MetadataImage:

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Iterator, Mapping
 
 from kraft.security.authorizer import AclBinding, AclIndex, index_of
+from kraft.quotas.entities import sort_key
 from kraft.security.scram import ScramCredential
 from metadata.serde import MetadataRecord, make
 
@@ -237,6 +238,11 @@ class MetadataImage:
     scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: EMPTY_MAP)
     # ACLs (kraft.security.authorizer): the AccessControlEntryRecord's id -> the ACL
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: EMPTY_MAP)
+    # Client quotas (ClientQuotaRecord): entity -> {quota key: value}.  An entity is a sorted
+    # tuple of (entity type, name) pairs, a name of None being the <default> entity:
+    # (("client-id", "app"),), (("client-id", None), ("user", "alice")), ...
+    client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(
+        default_factory=lambda: EMPTY_MAP)
 
     # -- queries
 
@@ -298,6 +304,10 @@ class MetadataImage:
             out.append(make("AccessControlEntryRecord", id=acl_id, resource_type=a.resource_type,
                             resource_name=a.resource_name, pattern_type=a.pattern_type, principal=a.principal,
                             host=a.host, operation=a.operation, permission_type=a.permission))
+        for entity, values in sorted(self.client_quotas.items(), key=lambda e: sort_key(e[0])):
+            for key, value in sorted(values.items()):
+                out.append(make("ClientQuotaRecord", key=key, value=value, remove=False, entity=[
+                    {"entity_type": t, "entity_name": n} for t, n in entity]))
         if self.next_producer_id:
             out.append(make("ProducerIdsRecord", broker_id=-1, broker_epoch=-1,
                             next_producer_id=self.next_producer_id))

@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CORES = [
-    "kraft/protocol", "kraft/records", "metadata/controller",
+    "kraft/protocol", "kraft/records", "kraft/quotas", "metadata/controller",
     # the Raft core and its simulator (kraft/raft/driver.py and disk.py are the shell)
     "kraft/raft/__init__.py", "kraft/raft/config.py", "kraft/raft/memlog.py",
     "kraft/raft/messages.py", "kraft/raft/node.py", "kraft/raft/sim.py",

@@ -163,6 +163,11 @@ def error_response(api: str, body: dict, code: ErrorCode, message: str | None = 
                 for p in t["partitions"]]} for t in body["topics"]]}
     if api == "ListPartitionReassignments":
         return {"error_code": code, "error_message": message, "topics": []}
+    if api == "AlterClientQuotas":
+        return {"entries": [{"error_code": code, "error_message": message, "entity": e["entity"]}
+                            for e in body["entries"]]}
+    if api == "DescribeClientQuotas":
+        return {"error_code": code, "error_message": message, "entries": None}
     if api in ("UnregisterBroker", "ControllerRegistration", "DescribeAcls"):
         return {"error_code": code, "error_message": message}
     # AlterPartition, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds

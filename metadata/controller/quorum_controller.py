@@ -35,8 +35,8 @@ from random import Random
 from typing import Callable, Sequence
 
 from kraft.protocol.error_codes import ErrorCode
-from metadata.controller import (acl_control, cluster, config_control, partitions, reassignment, scram_control,
-                                 topics)
+from metadata.controller import (acl_control, cluster, config_control, partitions, quota_control, reassignment,
+                                 scram_control, topics)
 from metadata.controller.elections import rebalance_leaders
 from metadata.controller.common import ApiError, ControllerConfig, ControllerResult, Txn, error_response
 from metadata.delta import apply_records
@@ -65,6 +65,8 @@ HANDLERS: dict[str, Handler] = {
     "CreateAcls": acl_control.create_acls,
     "DeleteAcls": acl_control.delete_acls,
     "DescribeAcls": acl_control.describe_acls,
+    "AlterClientQuotas": quota_control.alter_client_quotas,
+    "DescribeClientQuotas": quota_control.describe_client_quotas,
 }
 
 

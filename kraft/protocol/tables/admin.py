@@ -355,4 +355,43 @@ response 0-3 flex=2+
       Host string 0+
       Operation int8 0+
       PermissionType int8 0+
+
+api DescribeClientQuotas 48
+request 0-1 flex=1+
+  Components []ComponentData 0+
+    EntityType string 0+
+    MatchType int8 0+
+    Match string 0+ null=0+
+  Strict bool 0+
+response 0-1 flex=1+
+  ThrottleTimeMs int32 0+
+  ErrorCode int16 0+
+  ErrorMessage string 0+ null=0+
+  Entries []EntryData 0+ null=0+
+    Entity []EntityData 0+
+      EntityType string 0+
+      EntityName string 0+ null=0+
+    Values []ValueData 0+
+      Key string 0+
+      Value float64 0+
+
+api AlterClientQuotas 49
+request 0-1 flex=1+
+  Entries []EntryData 0+
+    Entity []EntityData 0+
+      EntityType string 0+
+      EntityName string 0+ null=0+
+    Ops []OpData 0+
+      Key string 0+
+      Value float64 0+
+      Remove bool 0+
+  ValidateOnly bool 0+
+response 0-1 flex=1+
+  ThrottleTimeMs int32 0+
+  Entries []EntryData 0+
+    ErrorCode int16 0+
+    ErrorMessage string 0+ null=0+
+    Entity []EntityData 0+
+      EntityType string 0+
+      EntityName string 0+ null=0+
 """
