@@ -142,6 +142,8 @@ def main() -> int:
     ap.add_argument("--nofile", type=int, default=4096, help="ulimit -n for the nodes (soft and hard)")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--timeout", type=float, default=1800, help="seconds to wait for every leader")
+    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a server.properties override for every node (e.g. kraft.gc.freeze.enable=false)")
     args = ap.parse_args()
 
     from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -155,7 +157,8 @@ def main() -> int:
     print(f"{args.topics} topics x {args.partitions} partitions x RF 3 = {total} partitions, "
           f"{total} replicas per node, ulimit -n {args.nofile}, data in {base}", flush=True)
     failures = []
-    with LocalCluster(base, controllers=3) as cluster:
+    overrides = dict(o.split("=", 1) for o in args.override)
+    with LocalCluster(base, controllers=3, overrides=overrides) as cluster:
         try:
             start_cluster(cluster)
             quorum_before = quorum(cluster)
