@@ -41,12 +41,14 @@ def error_name(code: int) -> str:
 class AdminClient:
     """``AdminClient("h:p,h2:p2").call(api, body)`` -> response dict."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = 15.0, command_config: str | None = None):
+    def __init__(self, bootstrap: str, timeout_s: float = 15.0, command_config: str | None = None,
+                 security=None):
         """``command_config``: a client properties file (Kafka's ``--command-config``):
-        ``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config``, ``ssl.*``."""
+        ``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config``, ``ssl.*``.
+        ``security``: a ``kraft.client`` ClientSecurity given directly instead."""
         self.addresses = parse_bootstrap(bootstrap)
         self.timeout_s = timeout_s
-        self.security = PLAINTEXT_CLIENT
+        self.security = security or PLAINTEXT_CLIENT
         if command_config:
             from kraft.properties import PropertiesError, read_properties
             from kraft.security.config import SecurityConfigError, client_security_from_properties

@@ -136,6 +136,11 @@ def _test_options(f):
         click.option("--metrics-interval", type=float, default=1.0, show_default=True,
                      help="Seconds between scrapes of every node's metrics (metrics.jsonl, "
                           "plotted in the report); 0: none."),
+        click.option("--security", type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
+                                                     case_sensitive=False), default="PLAINTEXT",
+                     show_default=True,
+                     help="Every listener (clients, inter-broker, controller) and every client of "
+                          "the run over TLS and/or SASL (SCRAM-SHA-512; local hosts only)."),
         click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
                      help="Extra server.properties for every node."),
         click.option("-q", "--quiet", is_flag=True),
@@ -164,7 +169,7 @@ def _make_options(kw, engine, seed, name=None):
         history_topic=kw["history_topic"],
         nemesis_interval_s=kw["interval"], recovery_s=kw["recovery"],
         startup_timeout_s=kw["startup_timeout"], metrics_interval_s=kw["metrics_interval"],
-        overrides=overrides,
+        overrides=overrides, security=kw["security"].upper(),
         schedule={k: v for k, v in (("kill_targets", kw["kill_targets"]),
                                     ("partition_specs", kw["partition_specs"])) if v},
         progress=not kw["quiet"])

@@ -95,6 +95,11 @@ def check_supported(opts: "TestOptions", hosts) -> None:
     missing = unsupported_faults(hosts, opts.nemesis)
     if missing:
         raise Refused("refusing to run: " + "; ".join(missing.values()))
+    if opts.security != "PLAINTEXT" and opts.hosts != "local":
+        raise Refused(f"--security {opts.security} needs --hosts local (the certificates name the "
+                      "loopback addresses the local backend uses)")
+    if opts.security != "PLAINTEXT" and opts.history_topic:
+        raise Refused("--history-topic writes and reads over PLAINTEXT only: leave it out with --security")
 
 
 def supported_hosts(opts: "TestOptions"):
@@ -153,6 +158,8 @@ class TestOptions:
     #: Seconds between scrapes of every node's metrics endpoint (``jepsen.metrics``); 0: none.
     metrics_interval_s: float = 1.0
     overrides: dict[str, str] = field(default_factory=dict)
+    #: The cluster's and clients' security protocol (``jepsen.security``).
+    security: str = "PLAINTEXT"
     #: Extra ``jepsen.nemesis.ScheduleOptions`` fields (kill_targets, partition_specs, ...).
     schedule: dict[str, Any] = field(default_factory=dict)
     progress: bool = True
@@ -165,6 +172,7 @@ class TestOptions:
         return (f"{self.workload}-{self.engine}-{nem}-n{self.nodes}"
                 + (f"-{self.client}" if self.client != "confluent" else "")
                 + (f"-{self.hosts}" if self.hosts != "local" else "")
+                + (f"-{self.security.lower()}" if self.security != "PLAINTEXT" else "")
                 + ("-unsafe" if self.unsafe else ""))
 
     def unsafe_switch(self) -> str:
@@ -262,8 +270,10 @@ def _short(v: Any, n: int = 60) -> str:
 def _admin(bootstrap: str):
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0,
-                        "socket.timeout.ms": 3000})
+    from jepsen import security
+
+    return AdminClient(security.librdkafka({"bootstrap.servers": bootstrap, "log_level": 0,
+                                            "socket.timeout.ms": 3000}))
 
 
 def _log_tails(cluster, lines: int = 15) -> str:
@@ -349,7 +359,9 @@ def make_oracle(bootstrap: str, topics: list[tuple[str, int]]):
         # controller.
         from cli.admin_client import AdminClient as QuorumAdmin
 
-        resp = QuorumAdmin(bootstrap, timeout_s=2).call("DescribeQuorum", {"topics": [
+        from jepsen import security
+
+        resp = QuorumAdmin(bootstrap, timeout_s=2, security=security.kraft_client()).call("DescribeQuorum", {"topics": [
             {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]})
         part = resp["topics"][0]["partitions"][0] if not resp.get("error_code") else {}
         leader = part.get("leader_id", -1)
@@ -407,9 +419,15 @@ def run_test(opts: TestOptions, spark: Any = None) -> RunResult:
     cluster = None
     steps: list = []
     try:
-        cluster = configure_kraft(hosts, run_dir, overrides=opts.cluster_overrides())
+        from jepsen import security
+
+        cluster_security = security.cluster_security(opts.security)
+        security.use(cluster_security)
+        cluster = configure_kraft(hosts, run_dir, overrides=opts.cluster_overrides(),
+                                  security=cluster_security)
         say(f"cluster: {opts.nodes} nodes ({opts.hosts}), engine {opts.engine}"
-            + (f", UNSAFE: {opts.unsafe_switch()}" if opts.unsafe else "") + f", {cluster.bootstrap_servers}")
+            + (f", UNSAFE: {opts.unsafe_switch()}" if opts.unsafe else "")
+            + (f", {opts.security}" if opts.security != "PLAINTEXT" else "") + f", {cluster.bootstrap_servers}")
         hosts.start_all()
         marks = wait_ready(hosts, cluster, workload.topics(), rf, min_isr,
                            opts.startup_timeout_s)
@@ -435,6 +453,9 @@ def run_test(opts: TestOptions, spark: Any = None) -> RunResult:
     finally:
         recorder.close()
         hosts.close()  # SIGKILL: the data stays as the run left it, and nothing waits
+        from jepsen import security
+
+        security.use(None)
 
     ops = recorder.ops
     summary["records"] = len(ops)

@@ -255,3 +255,26 @@ def test_the_issue_command_catches_unsafe_acks_in_19_of_20_runs(tmp_path):
 def test_the_issue_command_is_valid_in_20_of_20_runs_with_safe_acks(tmp_path):
     runs = _issue_command_runs(tmp_path, False)
     assert all(r["valid"] is True for r in runs), runs
+
+
+def test_a_run_over_sasl_ssl_is_valid_and_uses_it_everywhere(tmp_path):
+    """--security SASL_SSL (issue 21): clients, inter-broker and controller listeners all
+    speak SASL_SSL, so a PLAINTEXT client would be refused; the run is still valid."""
+    p = _cli("test", "--nodes", "3", "--time-limit", "6", "--nemesis", "kill", "--rate", "50",
+             "--no-spark", "--seed", "7", "--interval", "3", "--recovery", "3", "--kill-targets", "one",
+             "--security", "SASL_SSL", "--metrics-interval", "0", "--store", str(tmp_path))
+    assert p.returncode == 0, p.stdout + p.stderr[-4000:]
+    assert "valid: True" in p.stdout
+    run = (tmp_path / "queue-kraft-kill-n3-sasl_ssl" / "latest").resolve()
+    from jepsen.history import read_history
+    assert len([o for o in read_history(run) if o.f == "send" and o.type == "ok"]) >= 5
+    for n in (1, 2, 3):
+        props = (run / f"node{n}" / "server.properties").read_text()
+        assert "listener.security.protocol.map=CONTROLLER:SASL_SSL,SASL_SSL:SASL_SSL" in props
+        assert "inter.broker.listener.name=SASL_SSL" in props
+
+
+def test_security_is_refused_where_the_run_cannot_provide_it(tmp_path):
+    p = _cli("test", "--nodes", "3", "--time-limit", "5", "--security", "SASL_SSL",
+             "--history-topic", "h", "--no-spark", "--store", str(tmp_path))
+    assert p.returncode == 2 and "--history-topic" in p.stdout + p.stderr

@@ -37,7 +37,9 @@ class MembershipNemesis(Nemesis):
 
         if not self.oracle.bootstrap:
             raise RuntimeError("the membership nemesis needs the cluster's bootstrap servers")
-        return AdminClient(self.oracle.bootstrap, timeout_s=10)
+        from jepsen import security
+
+        return AdminClient(self.oracle.bootstrap, timeout_s=10, security=security.kraft_client())
 
     def _partitions(self, admin) -> tuple[dict[tuple[str, int], list[int]], list[int]]:
         md = admin.metadata(sorted({t for t, _ in self.oracle.topics}))

@@ -32,6 +32,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from jepsen import security
+
 CLIENTS = ("confluent", "kafka-python")
 
 # Kafka error code -> name, for clients that report numbers (kafka-python).
@@ -224,19 +226,19 @@ class ConfluentQueue:
         self.timeout_s = timeout_s
         self.max_poll = max_poll
         ms = int(timeout_s * 1000)
-        self.producer = Producer({
+        self.producer = Producer(security.librdkafka({
             "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
             "linger.ms": 0, "message.timeout.ms": ms, "request.timeout.ms": ms,
             "socket.timeout.ms": ms, "log_level": 0, "retry.backoff.ms": 50,
-        })
-        self.consumer = Consumer({
+        }))
+        self.consumer = Consumer(security.librdkafka({
             "bootstrap.servers": bootstrap, "group.id": group or f"jepsen-{id(self)}",
             "enable.auto.commit": False, "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest", "log_level": 0, "socket.timeout.ms": ms,
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
             "fetch.wait.max.ms": 100, "topic.metadata.refresh.interval.ms": 1000,
             **_librdkafka_debug(),
-        })
+        }))
         self.positions: dict[int, int] = {}
 
     def send(self, key: int, value: Any) -> int:
@@ -333,13 +335,13 @@ class KafkaPythonQueue:
         self.max_poll = max_poll
         ms = int(timeout_s * 1000)
         servers = bootstrap.split(",")
-        self.producer = KafkaProducer(bootstrap_servers=servers, acks="all",
-                                      enable_idempotence=True, linger_ms=0,
-                                      request_timeout_ms=ms, max_block_ms=ms)
-        self.consumer = KafkaConsumer(bootstrap_servers=servers, group_id=group,
-                                      enable_auto_commit=False, auto_offset_reset="earliest",
-                                      request_timeout_ms=max(ms, 6000) + 500,
-                                      fetch_max_wait_ms=100)
+        self.producer = KafkaProducer(**security.kafka_python(dict(
+            bootstrap_servers=servers, acks="all", enable_idempotence=True, linger_ms=0,
+            request_timeout_ms=ms, max_block_ms=ms)))
+        self.consumer = KafkaConsumer(**security.kafka_python(dict(
+            bootstrap_servers=servers, group_id=group, enable_auto_commit=False,
+            auto_offset_reset="earliest", request_timeout_ms=max(ms, 6000) + 500,
+            fetch_max_wait_ms=100)))
         self.positions: dict[int, int] = {}
 
     def _tp(self, k):

@@ -37,6 +37,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from jepsen import security
 from jepsen.history import FAIL, INFO, OK
 from jepsen.workloads.clients import (
     _librdkafka_debug,
@@ -99,20 +100,20 @@ class TxnClient:
         self.timeout_s = timeout_s
         self.max_poll = max_poll
         ms = int(timeout_s * 1000)
-        self.producer = Producer({
+        self.producer = Producer(security.librdkafka({
             "bootstrap.servers": bootstrap, "transactional.id": f"{TOPIC_PREFIX}-{process}",
             "acks": "all", "enable.idempotence": True, "linger.ms": 0,
             "transaction.timeout.ms": max(10_000, 2 * ms), "message.timeout.ms": ms,
             "request.timeout.ms": ms, "socket.timeout.ms": ms, "log_level": 0,
             "retry.backoff.ms": 50, **_librdkafka_debug(),
-        })
-        self.consumer = Consumer({
+        }))
+        self.consumer = Consumer(security.librdkafka({
             "bootstrap.servers": bootstrap, "group.id": f"{TOPIC_PREFIX}-{process}",
             "isolation.level": "read_committed", "enable.auto.commit": False,
             "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
             "log_level": 0, "socket.timeout.ms": ms, "fetch.wait.max.ms": 100,
             "topic.metadata.refresh.interval.ms": 1000, **_librdkafka_debug(),
-        })
+        }))
         self.positions: dict[int, int] = {}
         self.assigned: list[int] = []
         try:
