@@ -142,7 +142,10 @@ class BrokerApi:
         if self.groups is not None and api in ("OffsetCommit", "TxnOffsetCommit"):
             return await self._commit_offsets(api, version, body, request.header.client_id)
         if self.groups is not None and api in self.supported_names:
-            return await self.groups.handle(api, version, body, client_id=request.header.client_id)
+            # A member's client host as Kafka reports it: the peer's address, "/127.0.0.1".
+            host = request.client_host
+            return await self.groups.handle(api, version, body, client_id=request.header.client_id,
+                                            client_host=f"/{host}" if host and host != "?" else "")
         raise AssertionError(f"{api} is advertised but has no handler")
 
     async def _commit_offsets(self, api: str, version: int, body: dict, client_id: str | None) -> dict:

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import time
 
 from cluster_helpers import fast_overrides, start_cluster
 
@@ -90,3 +91,28 @@ def test_console_tools_and_consumer_groups(make_cluster):
     missing = kraftctl("consumer-groups", bs, "--describe", "--group", "nobody")
     assert missing.returncode == 1 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
     cluster.stop_all()
+
+
+def test_a_group_member_s_host_is_its_address_as_kafka_reports_it(make_cluster):
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient
+
+    cluster = start_cluster(make_cluster(controllers=1, brokers=0, overrides=fast_overrides(
+        group_initial_rebalance_delay_ms=0)))
+    bs = cluster.bootstrap_servers
+    assert kraftctl("topics", f"--bootstrap-server={bs}", "--create", "--topic", "hosts").returncode == 0
+    consumer = Consumer({"bootstrap.servers": bs, "group.id": "where", "client.id": "member-1"})
+    consumer.subscribe(["hosts"])
+    try:
+        deadline = time.monotonic() + 60
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.5)
+        admin = AdminClient({"bootstrap.servers": bs})
+        group = admin.describe_consumer_groups(["where"])["where"].result(30)
+        assert [(m.client_id, m.host) for m in group.members] == [("member-1", "/127.0.0.1")]
+        described = json.loads(kraftctl("consumer-groups", f"--bootstrap-server={bs}", "--describe",
+                                        "--group", "where", "--members", "--output", "json").stdout)
+        assert "/127.0.0.1" in json.dumps(described)
+    finally:
+        consumer.close()
+        cluster.stop_all()
