@@ -240,6 +240,11 @@ def test_the_next_transaction_waits_for_the_last_ones_markers_instead_of_failing
                     break
                 await trio.sleep(0.2)
             at = (coordinator["host"], coordinator["port"])
+            while True:  # the coordinator itself knows the topic (its metadata may lag the others')
+                md = await call(*at, "Metadata", 12, {"topics": [{"name": "next"}]})
+                if md["topics"][0]["error_code"] == 0 and len(md["topics"][0]["partitions"]) == 3:
+                    break
+                await trio.sleep(0.1)
             while True:
                 init = await call(*at, "InitProducerId", 4, {"transactional_id": "next-1",
                                   "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1})
