@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import trio
 
-from kraft.log.errors import OffsetOutOfRangeError
 from kraft.protocol.error_codes import ErrorCode
 
 POLL_S = 0.05
@@ -35,20 +34,14 @@ def _start_deleting(replicas, topic: str, index: int, offset: int) -> tuple[int,
     """(error code, the partition to wait on, the offset to wait for)."""
     partition = replicas.get(topic, index)
     if partition is None or partition.log.closed:
-        known = replicas.image.topic(topic)
-        code = (ErrorCode.NOT_LEADER_OR_FOLLOWER if known is not None and index in known.partitions
-                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return code, None, -1
+        return replicas.not_hosted_error(topic, index), None, -1
     if not partition.state.is_leader:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, None, -1
     hw = partition.state.high_watermark
     target = hw if offset == -1 else offset
-    if target < 0 or target > hw:
+    if target < 0 or target > hw:  # the HW never passes the log end: the log accepts the rest
         return ErrorCode.OFFSET_OUT_OF_RANGE, partition, -1
-    try:
-        start = partition.log.delete_records_before(target)
-    except OffsetOutOfRangeError:
-        return ErrorCode.OFFSET_OUT_OF_RANGE, partition, -1
+    start = partition.log.delete_records_before(target)
     partition.state.on_log_start_offset(start)
     partition.notify()  # the followers' fetch sessions carry the new start
     return ErrorCode.NONE, partition, target

@@ -4,7 +4,6 @@ finding hanging transactions."""
 
 from __future__ import annotations
 
-from kraft.protocol.error_codes import ErrorCode
 
 
 def describe_producers(replicas, body: dict) -> dict:
@@ -23,9 +22,7 @@ def _describe_partition(replicas, topic: str, index: int) -> dict:
     if p is None or p.log.closed:
         # Any replica answers (a follower tracks producers from what it replicates), as in
         # Kafka: kafka-transactions find-hanging --broker-id asks every replica it hosts.
-        known = replicas.image.topic(topic)
-        out["error_code"] = (ErrorCode.NOT_LEADER_OR_FOLLOWER if known is not None and index in known.partitions
-                             else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        out["error_code"] = replicas.not_hosted_error(topic, index)
         return out
     for pid, entry in sorted(p.producers.producers.items()):
         out["active_producers"].append({

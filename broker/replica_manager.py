@@ -136,6 +136,13 @@ class ReplicaManager:
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
+    def not_hosted_error(self, topic: str, index: int) -> ErrorCode:
+        """The answer for a partition this broker has no open replica of: it exists
+        elsewhere (NOT_LEADER_OR_FOLLOWER, the client looks again) or not at all."""
+        known = self.image.topic(topic)
+        return (ErrorCode.NOT_LEADER_OR_FOLLOWER if known is not None and index in known.partitions
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
     def followed_leaders(self) -> list[int]:
         return list(self._followed)
 
