@@ -228,8 +228,11 @@ def test_acl_matrix_with_confluent_kafka_and_kafka_python(cluster):
     with pytest.raises(confluent_kafka.KafkaException) as refused:
         b.incremental_alter_configs([resource])[resource].result(30)
     assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    described = a.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "matrix")])
-    assert list(described.values())[0].result(30)["retention.ms"].value == "3600000"  # ALTER_CONFIGS implies it
+    # ALTER_CONFIGS implies DESCRIBE_CONFIGS. The answering broker may learn the change from the
+    # metadata log a little after the controller committed it (as in Kafka), hence the wait.
+    wait_until(lambda: list(a.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "matrix")])
+                            .values())[0].result(30)["retention.ms"].value == "3600000",
+               timeout_s=30, what="alice sees her retention.ms")
     with pytest.raises(confluent_kafka.KafkaException):
         list(b.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "matrix")]).values())[0].result(30)
     # delete: alice's own prefixed topic, never bob
