@@ -368,6 +368,15 @@ class DataPath:
             if diverging is not None:
                 resp["diverging_epoch"] = {"epoch": diverging.epoch, "end_offset": diverging.end_offset}
                 return resp
+        quota = self.replicas.replication_quotas.leader if is_follower else None
+        if quota is not None and quota.active and quota.is_throttled(name, index):
+            # Kafka's shouldLeaderThrottle: a throttled replica outside the ISR gets no
+            # records while the quota is exceeded; an ISR member always does (acks=all
+            # waits for it, and holding it back would shrink the ISR).
+            if replica_id not in st.isr and quota.is_quota_exceeded(now):
+                return resp
+        else:
+            quota = None
         limit = min(max_bytes, p["partition_max_bytes"])
         try:
             result = partition.log.read(fetch_offset, limit, max_offset=max_offset,
@@ -378,6 +387,8 @@ class DataPath:
             resp["records"] = b""
         else:
             resp["records"] = result.records or b""
+        if quota is not None and resp["records"]:
+            quota.record(len(resp["records"]), now)  # in the ISR or not, as Kafka
         if read_committed and not is_follower:
             resp["aborted_transactions"] = [] if not resp["records"] else [
                 {"producer_id": e.producer_id, "first_offset": e.first_offset}

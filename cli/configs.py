@@ -63,7 +63,8 @@ def configs_command(ctx, bootstrap_server, entity_types, entity_names, entity_de
         if action == "describe":
             resp = admin.call("DescribeConfigs", {"resources": [
                 {"resource_type": rtype, "resource_name": entity_name, "configuration_keys": None}],
-                "include_synonyms": False, "include_documentation": False})
+                "include_synonyms": False, "include_documentation": False},
+                address=_broker_address(admin, entity_name) if rtype == 4 and entity_name else None)
             result = resp["results"][0]
             if result["error_code"]:
                 fail(f"{error_name(result['error_code'])}: {result['error_message'] or ''}".strip(": "))
@@ -101,6 +102,17 @@ def configs_command(ctx, bootstrap_server, entity_types, entity_names, entity_de
                    else f"Completed updating config for {entity_type[:-1]} {entity_name}.")
     except AdminError as exc:
         fail(str(exc))
+
+
+def _broker_address(admin: AdminClient, name: str) -> tuple[str, int]:
+    """Where to describe broker ``name``: a broker describes only itself (as Kafka, whose
+    admin client sends a broker resource to that broker)."""
+    md = admin.metadata([])
+    for b in md["brokers"]:
+        if str(b["node_id"]) == name.strip():
+            return b["host"], b["port"]
+    fail(f"broker {name} is not a live broker of the cluster (live: "
+         f"{', '.join(str(b['node_id']) for b in sorted(md['brokers'], key=lambda b: b['node_id']))})")
 
 
 def _quotas_and_credentials(admin, types: list[str], names: list, action, add, delete, output) -> None:

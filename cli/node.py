@@ -115,7 +115,8 @@ def raft_config(config: ServerConfig) -> RaftConfig:
 def controller_config(config: ServerConfig, cluster_id: str) -> ControllerConfig:
     props = {k: config[k] for k in ("node.id", "num.partitions", "default.replication.factor",
                                     "broker.session.timeout.ms", "metadata.max.idle.interval.ms",
-                                    "unclean.leader.election.enable", "delete.topic.enable",
+                                    "unclean.leader.election.enable", "unclean.leader.election.interval.ms",
+                                    "delete.topic.enable",
                                     "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
                                     "leader.imbalance.per.broker.percentage")}
     return ControllerConfig.from_properties(props, cluster_id=cluster_id)

@@ -110,6 +110,9 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("auto.create.topics.enable", "bool", True),
     _K("delete.topic.enable", "bool", True),
     _K("unclean.leader.election.enable", "bool", False),
+    # How often the active controller elects leaders for leaderless partitions of topics
+    # where unclean.leader.election.enable became true (Kafka's internal key, same default)
+    _K("unclean.leader.election.interval.ms", "int", 300000, validate=_at_least(1)),
     _K("auto.leader.rebalance.enable", "bool", True),
     _K("leader.imbalance.check.interval.seconds", "int", 300, validate=_at_least(1)),
     _K("leader.imbalance.per.broker.percentage", "int", 10,
@@ -151,6 +154,9 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     # Client quotas (kraft.quotas): the windows a client's rates are measured over
     _K("quota.window.num", "int", 11, validate=_at_least(1)),
     _K("quota.window.size.seconds", "int", 1, validate=_at_least(1)),
+    # Replication quotas (kraft.quotas.replication): the windows replication rates are measured over
+    _K("replication.quota.window.num", "int", 11, validate=_at_least(1)),
+    _K("replication.quota.window.size.seconds", "int", 1, validate=_at_least(1)),
     # Groups and offsets
     _K("offsets.topic.num.partitions", "int", 50, validate=_at_least(1)),
     _K("offsets.topic.replication.factor", "int", 3, validate=_at_least(1)),

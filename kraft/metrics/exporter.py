@@ -28,6 +28,7 @@ from prometheus_client.exposition import start_http_server
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from kraft import clock
 from kraft.metrics.stats import LOG_FLUSH_MS, QUANTILES, Histogram, RequestMetrics, error_name
 
 log = logging.getLogger(__name__)
@@ -214,6 +215,7 @@ def broker_families(node, now: float):
         family = counter(f"kafka.server:type=BrokerTopicMetrics,name={kafka_name}", doc)
         family.add_metric([], value)
         yield family
+    yield from replication_quota_families(replicas.replication_quotas)
     yield from replica_manager_families(node)
     yield from _metadata_families(node)
     yield from _fetch_session_families(node)
@@ -222,6 +224,17 @@ def broker_families(node, now: float):
                   "Kafka's BrokerState: 1 starting, 3 running (serving clients)")
     state.add_metric([], BROKER_RUNNING if node.ready.is_set() else BROKER_STARTING)
     yield state
+
+
+def replication_quota_families(quotas):
+    """Kafka's replication quota sensors: the bytes/s of throttled partitions (in the ISR or
+    not) this broker sent as a leader and fetched as a follower, over the quota's windows."""
+    now_ms = clock.monotonic_ms()
+    for kind, quota, doc in (("LeaderReplication", quotas.leader, "sent to followers of throttled replicas"),
+                             ("FollowerReplication", quotas.follower, "fetched for throttled replicas")):
+        rate = gauge(f"kafka.server:type={kind},name=byte-rate", f"Bytes per second {doc}")
+        rate.add_metric([], quota.byte_rate(now_ms))
+        yield rate
 
 
 def _add_unlabelled(family: Metric, value) -> None:
