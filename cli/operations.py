@@ -376,10 +376,8 @@ def reassign_partitions_command(bootstrap_server, generate, execute, verify, can
             if action == "--execute":
                 ongoing = _ongoing(admin)
                 if ongoing and not additional:
-                    fail("Cannot execute because there is an existing partition assignment. Use --additional "
-                         "to override this and create a new partition assignment in addition to the existing "
-                         "one. The --additional flag can also be used to change the throttle by resubmitting "
-                         "the current reassignment.")
+                    fail(f"Cannot execute: reassignments are under way ({_names(ongoing)}). Give --additional to "
+                         "start this one beside them, or to change their throttle by submitting them again.")
                 current = _assignment(admin, [t for t, _ in targets])
                 missing = [k for k in targets if k not in current]
                 if missing:
@@ -388,8 +386,8 @@ def reassign_partitions_command(bootstrap_server, generate, execute, verify, can
                 click.echo(_assignment_json({k: current[k] for k in targets}))
                 click.echo("\nSave this to use as the --reassignment-json-file option during rollback")
                 if throttle >= 0:
-                    click.echo("Warning: You must run --verify periodically, until the reassignment completes, "
-                               "to ensure the throttle is removed.")
+                    click.echo("Warning: the throttle stays until --verify finds the reassignment complete: "
+                               "run --verify until it does.")
                     _set_throttles(admin, _moves(ongoing, targets, current), throttle)
                 errors = _alter(admin, targets)
                 _report("started partition reassignments", targets, errors)

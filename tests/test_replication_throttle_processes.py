@@ -10,10 +10,12 @@ import json
 import os
 import statistics
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
 
 from cluster_helpers import fast_overrides, kraftctl, partitions_of, start_cluster, wait_until
 from kraft.local_cluster import LocalCluster
@@ -77,6 +79,14 @@ def reassign(cluster, tmp_path, name: str, moves: dict, *flags: str):
     return plan, r
 
 
+def byte_rate(node, side: str) -> float:
+    """kafka.server:type=LeaderReplication|FollowerReplication,name=byte-rate from the node."""
+    with urllib.request.urlopen(node.metrics_url, timeout=10) as resp:
+        text = resp.read().decode()
+    return next(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                if s.name == f"kafka_server_{side}replication_byte_rate")
+
+
 def moved(cluster, topic: str, partition: int, replicas: list[int]) -> bool:
     p = partitions_of(cluster, topic).get(partition, {})
     return p.get("replica_nodes") == replicas and sorted(p.get("isr_nodes", [])) == sorted(replicas)
@@ -105,13 +115,16 @@ def test_a_throttled_catch_up_keeps_to_the_rate_and_verify_removes_the_throttle(
     assert r.returncode == 0, r.stderr
     started = time.monotonic()
     assert f"The inter-broker throttle limit was set to {RATE} B/s" in r.stdout
-    assert "You must run --verify periodically" in r.stdout
+    assert "the throttle stays until --verify finds the reassignment complete" in r.stdout
     assert dynamic_configs(cluster, "topics", "--entity-name", "big") == {
         "follower.replication.throttled.replicas": "0:4", "leader.replication.throttled.replicas": "0:2,0:3"}
     for broker in (2, 3, 4):
         assert dynamic_configs(cluster, "brokers", "--entity-name", str(broker)) == {
             "follower.replication.throttled.rate": str(RATE), "leader.replication.throttled.rate": str(RATE)}
 
+    # The replication quotas' rates, as the brokers' metrics show them: near RATE.
+    assert 0 < byte_rate(cluster.nodes[2], "leader") <= 2 * RATE
+    assert 0 < byte_rate(cluster.nodes[4], "follower") <= 2 * RATE
     wait_until(lambda: moved(cluster, "big", 0, [2, 3, 4]), timeout_s=60, interval_s=0.05, what="big-0 moved")
     throttled_s = time.monotonic() - started
     # The catch-up took about size / RATE; without the throttle it is as quick as partition 1's.
@@ -133,8 +146,8 @@ def test_a_throttled_catch_up_keeps_to_the_rate_and_verify_removes_the_throttle(
 def test_the_isr_is_never_throttled_and_a_rate_change_applies_at_once(cluster, tmp_path):
     """Only the leader side, with a rate so low that the first bytes exceed it: a new replica
     gets nothing more, while acks=all writes, which wait for the ISR alone, stay quick (their
-    bytes count against the quota too).  Deleting the rate lets the new replica catch up
-    without a restart."""
+    bytes count against the quota too).  A higher rate, from the reassignment submitted again
+    with --additional, lets the new replica catch up without a restart."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic("hot", num_partitions=1, replica_assignment=[[2, 3]])])["hot"].result(60)
     del admin
@@ -166,8 +179,13 @@ def test_the_isr_is_never_throttled_and_a_rate_change_applies_at_once(cluster, t
     assert 0 <= log_size(cluster, 4, "hot", 0) <= leader_size // 2  # at most the first fetch's worth
     assert not moved(cluster, "hot", 0, [2, 3, 4])
 
-    alter("brokers", "2", "--delete-config", "leader.replication.throttled.rate")
-    wait_until(lambda: moved(cluster, "hot", 0, [2, 3, 4]), timeout_s=30, what="hot-0 moved once unthrottled")
+    _, r = reassign(cluster, tmp_path, "hot", {("hot", 0): [2, 3, 4]}, "--execute", "--throttle", "50000000")
+    assert r.returncode == 1 and "Cannot execute: reassignments are under way (hot-0)" in r.stderr, r.stderr
+    # Submitted again with --additional: the new rate (50 MB/s) replaces 1000 B/s at once.
+    _, r = reassign(cluster, tmp_path, "hot", {("hot", 0): [2, 3, 4]}, "--execute", "--additional",
+                    "--throttle", "50000000")
+    assert r.returncode == 0, r.stderr
+    wait_until(lambda: moved(cluster, "hot", 0, [2, 3, 4]), timeout_s=30, what="hot-0 moved once the rate rose")
     r = kraftctl("reassign-partitions", "--bootstrap-server", cluster.bootstrap_servers,
                  "--reassignment-json-file", str(plan), "--verify")
     assert r.returncode == 0 and dynamic_configs(cluster, "topics", "--entity-name", "hot") == {}, r.stdout
