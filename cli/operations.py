@@ -13,6 +13,8 @@ from cli.admin_client import AdminClient, AdminError, error_name
 from cli.topics import fail
 from kraft.quotas.replication import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 
+ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"  # stored only (one log dir)
+
 PREFERRED, UNCLEAN = 0, 1
 
 
@@ -475,7 +477,8 @@ def _clear_throttles(admin: AdminClient, targets: dict) -> None:
     click.echo(f"Clearing broker-level throttles on broker{'s' if len(brokers) != 1 else ''} "
                f"{','.join(map(str, sorted(brokers)))}")
     _alter_configs(admin, [{"resource_type": 4, "resource_name": str(b), "configs": [
-        {"name": key, "config_operation": delete_op, "value": None} for key in (LEADER_RATE, FOLLOWER_RATE)]}
+        {"name": key, "config_operation": delete_op, "value": None} for key in (LEADER_RATE, FOLLOWER_RATE,
+                                                                                ALTER_LOG_DIRS_RATE)]}
         for b in sorted(brokers)])
     topics = sorted({t for t, _ in targets})
     click.echo(f"Clearing topic-level throttles on topic{'s' if len(topics) != 1 else ''} {','.join(topics)}")

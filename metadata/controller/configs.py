@@ -148,6 +148,9 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in [
     _key("background.threads", "int", _at_least(1)),
     _key("leader.replication.throttled.rate", "long", _at_least(0)),
     _key("follower.replication.throttled.rate", "long", _at_least(0)),
+    # Stored, bounding nothing: a kraft broker has one log directory, so no moves between
+    # them; kafka-reassign-partitions --verify deletes it with the two rates above.
+    _key("replica.alter.log.dirs.io.max.bytes.per.second", "long", _at_least(0)),
     _key("max.connections", "int", _at_least(0)),
     _key("max.connections.per.ip", "int", _at_least(0)),
     _key("max.connections.per.ip.overrides", "string"),
