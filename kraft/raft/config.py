@@ -34,6 +34,7 @@ class RaftConfig:
     unsafe_skip_vote_fsync: bool = False  # vote grants leave before the vote is durable
     unsafe_skip_vote_log_check: bool = False  # grant votes without comparing logs
     unsafe_count_unsynced_leo: bool = False  # the leader counts its unsynced log end offset
+    unsafe_concurrent_voter_changes: bool = False  # a voter change before the last one commits
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "voters", frozenset(self.voters))

@@ -27,9 +27,15 @@ class Errors(enum.IntEnum):
     INCONSISTENT_VOTER_SET = 94
     SNAPSHOT_NOT_FOUND = 98
     POSITION_OUT_OF_RANGE = 99
+    DUPLICATE_VOTER = 126
+    VOTER_NOT_FOUND = 127
 
 
 NO_LEADER = -1
+
+# Kinds of control batch (``Batch.control``); 0 is a batch of state-machine records.
+LEADER_CHANGE = 1  # True: the LeaderChange batch a new leader writes first
+VOTERS = 2  # a VotersRecord: the voter set from here on (KIP-853)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -61,7 +67,7 @@ class Batch:
     base_offset: int
     epoch: int
     records: tuple[bytes, ...]
-    control: bool = False  # True for the LeaderChange batch a new leader writes first
+    control: int = 0  # 0, LEADER_CHANGE (True) or VOTERS
 
     def __post_init__(self) -> None:
         if not self.records:
