@@ -103,8 +103,15 @@ class FanOutListener:
 
 
 def raft_config(config: ServerConfig) -> RaftConfig:
+    from pathlib import Path
+
+    from kraft.storage import parse_uuid_string, read_meta
+
+    meta = read_meta(Path(config.metadata_log_dir))
+    directory_id = parse_uuid_string(meta.directory_id) if meta is not None and meta.directory_id else None
     return RaftConfig(
         node_id=config.node_id, voters=frozenset(v.node_id for v in config.voters),
+        directory_id=directory_id,
         election_timeout_ms=config["controller.quorum.election.timeout.ms"],
         fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
         election_backoff_max_ms=config["controller.quorum.election.backoff.max.ms"],

@@ -148,3 +148,74 @@ def test_bad_voter_changes_are_refused(make_cluster):
     r = quorum("--bootstrap-server", bootstrap, "add-controller", "--command-config", str(new.config_path))
     assert r.returncode != 0 and "DUPLICATE_VOTER" in r.stderr
     assert voters(cluster, 1) == [1, new.node_id]
+
+
+def directories(cluster, node_id: int) -> dict[int, str] | None:
+    """Voter id -> directory id, from DescribeQuorum v2 (the first with directory ids)."""
+    from cluster_helpers import request
+    from kraft.client import NodeUnavailable
+    from kraft.storage import uuid_to_string
+
+    node = cluster.nodes[node_id]
+    body = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
+    try:
+        q = request(node.host, node.controller_port, "DescribeQuorum", 2, body, timeout_s=2)
+    except NodeUnavailable:
+        return None
+    voters = q["topics"][0]["partitions"][0]["current_voters"]
+    return {v["replica_id"]: uuid_to_string(v["replica_directory_id"]) for v in voters}
+
+
+def topic_created(cluster, name: str, timeout_s: float) -> bool:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    try:
+        admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)],
+                            operation_timeout=timeout_s)[name].result(timeout_s + 5)
+        return True
+    except Exception:  # noqa: BLE001 - KafkaException or a timeout: not created
+        return False
+
+
+def test_replacing_a_controllers_disk(make_cluster):
+    """Kafka's procedure for a controller whose disk failed: format a new disk (a new
+    directory id), start it, remove the old voter key, add the new one.  Until then the
+    replica on the new disk is not taken for the voter it was: its votes and log are gone."""
+    from kraft.storage import read_meta
+
+    cluster = make_cluster(controllers=3, brokers=1, overrides=fast_overrides())
+    start_cluster(cluster)
+    # The static voters' directory ids, learnt from their fetches, go into a VotersRecord.
+    meta = {n.node_id: read_meta(n.data_dir).directory_id for n in cluster.controllers}
+    wait_until(lambda: directories(cluster, 1) == meta, what=f"directory ids {meta} recorded")
+    leader, _ = wait_until(lambda: active_controller(cluster), what="an active controller")
+    victim, other = [n for n in (1, 2, 3) if n != leader]
+
+    cluster.kill(victim)  # the disk fails
+    node = cluster.nodes[victim]
+    import shutil
+
+    shutil.rmtree(node.data_dir)
+    cluster._format_node(node)
+    new_directory = read_meta(node.data_dir).directory_id
+    assert new_directory != meta[victim]
+    cluster.start(victim)
+    # The new disk does not count: with the other follower down, the leader has no majority.
+    cluster.kill(other)
+    assert not topic_created(cluster, "without-majority", 8)
+    cluster.start(other)
+    wait_until(lambda: active_controller(cluster, exclude={victim}), timeout_s=60, what="a leader again")
+
+    bootstrap = cluster.bootstrap_servers
+    r = quorum("--bootstrap-server", bootstrap, "remove-controller", "--controller-id", str(victim),
+               "--controller-directory-id", new_directory)
+    assert r.returncode != 0 and "VOTER_NOT_FOUND" in r.stderr  # not the key in the voter set
+    r = quorum("--bootstrap-server", bootstrap, "remove-controller", "--controller-id", str(victim),
+               "--controller-directory-id", meta[victim])
+    assert r.returncode == 0, r.stderr
+    r = quorum("--bootstrap-server", bootstrap, "add-controller", "--command-config", str(node.config_path))
+    assert r.returncode == 0, r.stderr
+    wait_until(lambda: directories(cluster, leader) == {**meta, victim: new_directory},
+               what="the new directory in the voter set")
+    # Now it counts: the other follower down again, the quorum still commits.
+    cluster.kill(other)
+    assert topic_created(cluster, "with-new-disk", 30)

@@ -151,16 +151,31 @@ class RaftDriver:
             if voter.directory_id != ZERO_UUID:
                 self.directory_ids[voter.node_id] = voter.directory_id
 
-    def _voters_record(self, ids, added: Voter | None = None) -> bytes:
+    def _voters_record(self, ids, added: Voter | None = None, directories=None) -> bytes:
         voters = []
         for voter_id in sorted(ids):
             if added is not None and voter_id == added.node_id:
                 voters.append(added)
                 continue
             address = self.voters[voter_id]
-            voters.append(Voter(voter_id, self.directory_ids.get(voter_id, ZERO_UUID),
-                                address.host, address.port))
+            directory = (directories or {}).get(voter_id) or self.directory_ids.get(voter_id)
+            voters.append(Voter(voter_id, directory or ZERO_UUID, address.host, address.port))
         return encode_voters_record(voters)
+
+    def _maybe_record_directories(self) -> None:
+        """Once the leader has seen every voter's directory id (a static voter set names
+        none), it writes them into a VotersRecord: from then on a controller that comes back
+        on a new disk is not taken for the voter it was (KIP-853's replica keys)."""
+        directories = self.node.directories_to_record()
+        if directories is None or not all(v in self.voters for v in directories):
+            return
+        try:
+            offset = self.node.change_voters(frozenset(directories),
+                                             self._voters_record(directories, directories=directories))
+        except (NotLeaderError, VoterChangeError):
+            return
+        log.info("node %d: voters' directory ids recorded at offset %d", self.config.node_id, offset)
+        self._drain()
 
     async def add_voter(self, voter: Voter, timeout_s: float) -> tuple[Errors, str | None]:
         """AddRaftVoter on the leader: retried while refused for a retriable reason (a
@@ -215,6 +230,8 @@ class RaftDriver:
             while True:
                 self._tick()
                 self._drain()
+                if self.node.is_leader:
+                    self._maybe_record_directories()
                 # A fresh event after our own drain (which sets the old one): from here on
                 # only another task's input (a request, a response, a proposal) wakes us.
                 self._wakeup = trio.Event()
@@ -278,7 +295,7 @@ class RaftDriver:
             ago = mono - last_fetch_ms if last_fetch_ms > float("-inf") else None
             fetched = now - int(ago) if ago is not None else -1
             return {"replica_id": replica_id, "log_end_offset": end_offset,
-                    "replica_directory_id": self.directory_ids.get(replica_id, ZERO_UUID),
+                    "replica_directory_id": node.replica_directory(replica_id) or ZERO_UUID,
                     "last_fetch_timestamp": fetched, "last_caught_up_timestamp": fetched}
 
         voters = []

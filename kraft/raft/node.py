@@ -126,9 +126,10 @@ class PlainVotersCodec:
         return b"voters=" + ",".join(str(i) for i in sorted(ids)).encode()
 
     @staticmethod
-    def voters_of(record: bytes) -> frozenset[int]:
+    def voters_of(record: bytes) -> dict[int, None]:
+        """Voter id -> directory id (None: not known; placeholder records name none)."""
         text = record.decode().partition("=")[2]
-        return frozenset(int(i) for i in text.split(",") if i)
+        return {int(i): None for i in text.split(",") if i}
 
     @staticmethod
     def snapshot_voters(data: bytes) -> bytes | None:
@@ -189,6 +190,7 @@ class RaftNode:
         self._snap_cid: int | None = None
         self._replicas: dict[int, _Replica] = {}
         self._observers: dict[int, _Replica] = {}  # non-voters fetching from this leader
+        self._fetch_directories: dict = {}  # replica id -> directory id its fetches carry
         self._epoch_start_offset = 0
         self._parked: dict[int, tuple[Envelope, float]] = {}
         self._check_quorum_ms = NEVER
@@ -208,7 +210,10 @@ class RaftNode:
 
     @property
     def is_voter(self) -> bool:
-        return self.id in self._voters.latest.ids and not self.config.observer_only
+        return self._is_me(self._voters.latest) and not self.config.observer_only
+
+    def _is_me(self, voters: VoterSet) -> bool:
+        return voters.is_key(self.id, self.config.directory_id)
 
     @property
     def _takes_part(self) -> bool:
@@ -218,8 +223,7 @@ class RaftNode:
         removal may hold the only copy of it, and must be able to lead again to finish it."""
         if self.config.observer_only:
             return False
-        return self.id in self._voters.latest.ids or self.id in self._voters.at(
-            self.high_watermark).ids
+        return self._is_me(self._voters.latest) or self._is_me(self._voters.at(self.high_watermark))
 
     @property
     def majority(self) -> int:
@@ -331,7 +335,9 @@ class RaftNode:
         ids = frozenset(ids)
         current = self.voters
         added, removed = ids - current, current - ids
-        if len(added) + len(removed) != 1:
+        if not added and not removed and self._fills_directories(record):
+            pass  # the same voters with directories learnt from their fetches
+        elif len(added) + len(removed) != 1:
             raise VoterChangeError(Errors.INVALID_REQUEST,
                                    f"a change adds or removes one voter: {sorted(current)} -> "
                                    f"{sorted(ids)}")
@@ -353,12 +359,40 @@ class RaftNode:
             if not fresh or observer.end_offset + self.CATCH_UP_LAG < self.high_watermark:
                 raise VoterChangeError(Errors.REQUEST_TIMED_OUT,
                                        f"replica {new} is not fetching or not caught up")
-        if self._voters_codec.voters_of(record) != ids:
+        if set(self._voters_codec.voters_of(record)) != ids:
             raise ValueError(f"the VotersRecord does not name {sorted(ids)}")
         batch = self._leader_append((record,), control=VOTERS)
         return batch.base_offset
 
     CATCH_UP_LAG = 100  # records an observer may trail the high watermark by and still join
+
+    def _fills_directories(self, record: bytes) -> bool:
+        latest = self._voters.latest
+        named = {i: d for i, d in self._voters_codec.voters_of(record).items() if d is not None}
+        known = dict(latest.directories)
+        return all(named.get(i) == d for i, d in known.items()) and len(named) > len(known)
+
+    def replica_directory(self, replica_id: int):
+        """The directory id ``replica_id`` fetches with (on a leader), else the one the
+        voter set names; None when neither is known."""
+        if replica_id == self.id:
+            return self.config.directory_id
+        return self._fetch_directories.get(replica_id) or self._voters.latest.directory(replica_id)
+
+    def directories_to_record(self) -> dict | None:
+        """On a leader: voter id -> directory id for a VotersRecord that names every voter's
+        directory, when the current set lacks some that fetches have shown and no change is
+        in flight (then a replica that comes back with a new disk is no longer its voter)."""
+        latest = self._voters.latest
+        if (self.role is not Role.LEADER or self.voter_change_pending
+                or self.high_watermark <= self._epoch_start_offset
+                or len(latest.directories) == len(latest.ids)):
+            return None
+        dirs = {i: self.replica_directory(i) if i != self.id else self.config.directory_id
+                for i in latest.ids}
+        if any(d is None for d in dirs.values()):
+            return None
+        return dirs
 
     def create_snapshot(self, end_offset: int, data: bytes) -> Snapshot:
         """Adopt the state machine's snapshot of every applied record below ``end_offset``.
@@ -522,7 +556,7 @@ class RaftNode:
         self._failed_elections = 0
         self._deadline = NEVER
         self._replicas = {v: _Replica() for v in self.voters if v != self.id}
-        self._observers = {}
+        self._observers, self._fetch_directories = {}, {}
         self._epoch_start_offset = self.log.end_offset
         self._check_quorum_ms = self._now + self._check_quorum_window()
         self._announce_ms = self._now
@@ -628,7 +662,7 @@ class RaftNode:
             wanted = Role.PROSPECTIVE if msg.pre_vote else Role.CANDIDATE
             epoch = self.epoch + 1 if msg.pre_vote else self.epoch
             if self.role is wanted and msg.candidate_epoch == epoch and dst not in self._votes:
-                self._send_request(dst, self._vote_request(msg.pre_vote))
+                self._send_request(dst, self._vote_request(msg.pre_vote, dst))
 
 
     # ================================================================ messages out
@@ -645,16 +679,17 @@ class RaftNode:
         env = Envelope(self.id, req.src, req.correlation_id, msg)
         (self._msgs_after if after_persist else self._msgs).append(env)
 
-    def _vote_request(self, pre_vote: bool) -> VoteRequest:
+    def _vote_request(self, pre_vote: bool, voter: int) -> VoteRequest:
         last = self.log.last
         epoch = self.epoch + 1 if pre_vote else self.epoch
-        return VoteRequest(epoch, self.id, last.epoch, last.offset, pre_vote)
+        return VoteRequest(epoch, self.id, last.epoch, last.offset, pre_vote,
+                           self._voters.latest.directory(voter))
 
     def _broadcast_vote(self, pre_vote: bool) -> None:
-        request = self._vote_request(pre_vote)
         for voter in sorted(self.voters - {self.id}):
             # A candidate's own vote is durable before anyone can elect it.
-            self._send_request(voter, request, after_persist=not pre_vote)
+            self._send_request(voter, self._vote_request(pre_vote, voter),
+                               after_persist=not pre_vote)
 
     # ================================================================ votes
 
@@ -664,6 +699,11 @@ class RaftNode:
         # votes too), or it was added by one.  Only a replica that lost its disk abstains.
         if self.config.observer_only:
             self._reply(env, VoteResponse(Errors.INCONSISTENT_VOTER_SET, *self._leader_fields(),
+                                          False, req.pre_vote))
+            return
+        mine = self.config.directory_id
+        if req.voter_directory_id is not None and mine is not None and req.voter_directory_id != mine:
+            self._reply(env, VoteResponse(Errors.INVALID_VOTER_KEY, *self._leader_fields(),
                                           False, req.pre_vote))
             return
         if req.pre_vote:
@@ -798,7 +838,12 @@ class RaftNode:
                 response = dict(snapshot_id=log.snapshot.snapshot_id)
             elif end.epoch != req.last_fetched_epoch or end.offset < req.fetch_offset:
                 response = dict(diverging_epoch=end)
-        counted = fresh and req.replica_id in self._replicas and not req.observer
+        if fresh and req.directory_id is not None:
+            self._fetch_directories[req.replica_id] = req.directory_id
+        # A voter's fetch counts only from the directory its key names: the same id on a
+        # new disk forgot what the voter acknowledged.
+        counted = (fresh and req.replica_id in self._replicas and not req.observer
+                   and self._voters.latest.is_key(req.replica_id, req.directory_id))
         if counted:
             replica = self._replicas[req.replica_id]
             replica.last_fetch_ms = self._now
@@ -849,12 +894,12 @@ class RaftNode:
 
     def _voter_set_of(self, batch: Batch) -> VoterSet:
         record = batch.records[0]
-        return VoterSet(self._voters_codec.voters_of(record), record)
+        return VoterSet.of(self._voters_codec.voters_of(record), record)
 
     def _adopt_snapshot_voters(self, snapshot: Snapshot) -> None:
         record = self._voters_codec.snapshot_voters(snapshot.data)
         if record is not None:
-            self._voters.reset(VoterSet(self._voters_codec.voters_of(record), record))
+            self._voters.reset(VoterSet.of(self._voters_codec.voters_of(record), record))
         else:
             self._voters.reset(VoterSet(self.config.voters))  # no change before the snapshot
 
@@ -950,7 +995,8 @@ class RaftNode:
             target = self._observer_target
         last = self.log.last
         request = FetchRequest(self.id, self.epoch, last.offset, last.epoch,
-                               observer=not self._takes_part, high_watermark=self.high_watermark)
+                               observer=not self._takes_part, high_watermark=self.high_watermark,
+                               directory_id=self.config.directory_id)
         self._fetch_cid = self._send_request(target, request, after_persist=True)
 
     def _on_FetchResponse(self, env: Envelope, resp: FetchResponse) -> None:

@@ -110,8 +110,9 @@ class KafkaVotersCodec:
     """What the Raft core needs to read of VotersRecords (see ``kraft.raft.node``)."""
 
     @staticmethod
-    def voters_of(record: bytes) -> frozenset[int]:
-        return frozenset(v.node_id for v in decode_voters_record(record))
+    def voters_of(record: bytes) -> dict[int, uuid.UUID | None]:
+        return {v.node_id: None if v.directory_id == ZERO_UUID else v.directory_id
+                for v in decode_voters_record(record)}
 
     @staticmethod
     def snapshot_voters(data: bytes) -> bytes | None:

@@ -7,13 +7,17 @@ changes to be safe.  Truncating the log away from an uncommitted VotersRecord th
 the previous set back, which is why the history keeps every change with its offset rather
 than only the latest set.
 
-The core knows voters by id; a change's ``record`` is the VotersRecord's bytes as the shell
-encoded them (ids, directory ids, endpoints), kept so a snapshot can carry the set in force
-at its end offset.
+A voter is a replica key: its id and, once known, the directory id of its metadata log
+(KIP-853).  A replica whose directory differs from the one its voter set names is not that
+voter: it lost the disk the voter's votes and log were on, and takes part only after an
+operator removes the old key and adds the new one.  A change's ``record`` is the
+VotersRecord's bytes as the shell encoded them (ids, directory ids, endpoints), kept so a
+snapshot can carry the set in force at its end offset.
 """
 
 from __future__ import annotations
 
+import uuid
 from bisect import bisect_right
 from dataclasses import dataclass
 
@@ -22,10 +26,27 @@ from dataclasses import dataclass
 class VoterSet:
     ids: frozenset[int]
     record: bytes | None = None  # the VotersRecord it came from; None for the static set
+    directories: tuple[tuple[int, uuid.UUID], ...] = ()  # the voters whose directory is known
+
+    @staticmethod
+    def of(voters: dict[int, uuid.UUID | None], record: bytes | None) -> "VoterSet":
+        return VoterSet(frozenset(voters), record,
+                        tuple(sorted((i, d) for i, d in voters.items() if d is not None)))
 
     @property
     def majority(self) -> int:
         return len(self.ids) // 2 + 1
+
+    def directory(self, voter_id: int) -> uuid.UUID | None:
+        return next((d for i, d in self.directories if i == voter_id), None)
+
+    def is_key(self, voter_id: int, directory_id: uuid.UUID | None) -> bool:
+        """``voter_id`` with ``directory_id`` is one of these voters (an unknown directory on
+        either side matches: a static voter, or a replica that does not say)."""
+        if voter_id not in self.ids:
+            return False
+        known = self.directory(voter_id)
+        return known is None or directory_id is None or known == directory_id
 
 
 class VoterHistory:
