@@ -258,23 +258,31 @@ def quorum_add_controller(bootstrap_server, config_path, timeout_ms):
 @quorum_group.command("remove-controller")
 @click.option("--controller-id", type=int, required=True)
 @click.option("--controller-directory-id", default=None,
-              help="The voter's directory id (DescribeQuorum shows it); optional for a voter "
-                   "of the static controller.quorum.voters, whose directory kraft does not know.")
+              help="The voter's directory id (metadata-quorum describe --replication shows it); "
+                   "without it, the one the quorum lists for --controller-id.")
 @click.pass_obj
 def quorum_remove_controller(bootstrap_server, controller_id, controller_directory_id):
     """Remove a voter from the controller quorum (RemoveRaftVoter, KIP-853)."""
     import uuid
 
-    from kraft.storage import parse_uuid_string
+    from kraft.storage import parse_uuid_string, uuid_to_string
 
     try:
-        directory = parse_uuid_string(controller_directory_id) if controller_directory_id else uuid.UUID(int=0)
+        directory = parse_uuid_string(controller_directory_id) if controller_directory_id else None
     except ValueError as exc:
         fail(f"--controller-directory-id: {exc}")
+    if directory is None:  # the voter's key as the quorum describes it
+        try:
+            p = describe_quorum(AdminClient(bootstrap_server))
+        except AdminError as exc:
+            fail(str(exc))
+        voter = next((v for v in p["current_voters"] if v["replica_id"] == controller_id), None)
+        if voter is None:
+            fail(f"RemoveRaftVoter failed with VOTER_NOT_FOUND: {controller_id} is not a voter")
+        directory = voter.get("replica_directory_id") or uuid.UUID(int=0)
     body = {"cluster_id": None, "voter_id": controller_id, "voter_directory_id": directory}
     _voter_change(bootstrap_server, "RemoveRaftVoter", body, 30000,
-                  f"Removed controller {controller_id} with directory id "
-                  f"{controller_directory_id or '(any)'}")
+                  f"Removed controller {controller_id} with directory id {uuid_to_string(directory)}")
 
 
 def _voter_change(bootstrap_server: str, api: str, body: dict, timeout_ms: int, done: str) -> None:

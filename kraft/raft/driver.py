@@ -188,10 +188,12 @@ class RaftDriver:
 
     async def remove_voter(self, voter_id: int, directory_id: uuid.UUID | None,
                            timeout_s: float) -> tuple[Errors, str | None]:
-        known = self.directory_ids.get(voter_id)
-        if voter_id not in self.node.voters or (
-                directory_id not in (None, ZERO_UUID) and known is not None and known != directory_id):
-            return Errors.VOTER_NOT_FOUND, f"{voter_id} is not a voter"
+        # The voter key must match, as in Kafka: the id, and the directory id once the voter
+        # set names one (the all-zero id names a voter whose directory was never recorded).
+        known = self.node.voters_at(self.node.log.end_offset).directory(voter_id)
+        given = None if directory_id in (None, ZERO_UUID) else directory_id
+        if voter_id not in self.node.voters or known != given:
+            return Errors.VOTER_NOT_FOUND, f"no voter {voter_id} with directory id {directory_id}"
         return await self._change_voters(lambda: (self.node.voters - {voter_id}, None), timeout_s)
 
     async def _change_voters(self, target, timeout_s: float) -> tuple[Errors, str | None]:
@@ -307,7 +309,8 @@ class RaftDriver:
                 voters.append(state(voter, r.end_offset, r.last_fetch_ms))
             else:
                 voters.append(state(voter, -1, float("-inf")))
-        observers = [state(rid, end, last) for rid, (end, last) in sorted(self.observers.items())]
+        observers = [state(rid, end, last) for rid, (end, last) in sorted(self.observers.items())
+                     if rid not in node.voters]  # an observer that was added since
         leader = node.leader
         return {"error_code": 0, "topics": [{"topic_name": wire.METADATA_TOPIC, "partitions": [{
             "partition_index": 0, "error_code": 0, "leader_id": leader.leader_id,
