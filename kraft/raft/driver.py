@@ -190,7 +190,7 @@ class RaftDriver:
                            timeout_s: float) -> tuple[Errors, str | None]:
         # The voter key must match, as in Kafka: the id, and the directory id once the voter
         # set names one (the all-zero id names a voter whose directory was never recorded).
-        known = self.node.voters_at(self.node.log.end_offset).directory(voter_id)
+        known = self.node.latest_voters.directory(voter_id)
         given = None if directory_id in (None, ZERO_UUID) else directory_id
         if voter_id not in self.node.voters or known != given:
             return Errors.VOTER_NOT_FOUND, f"no voter {voter_id} with directory id {directory_id}"
@@ -293,11 +293,17 @@ class RaftDriver:
         mono = self._now()
         replicas = getattr(node, "_replicas", {}) if node.is_leader else {}
 
+        voter_set = node.latest_voters
+
         def state(replica_id, end_offset, last_fetch_ms):
             ago = mono - last_fetch_ms if last_fetch_ms > float("-inf") else None
             fetched = now - int(ago) if ago is not None else -1
+            # A voter's directory is its key's (what RemoveRaftVoter must name); an
+            # observer's the one it fetches with.
+            directory = voter_set.directory(replica_id) if replica_id in voter_set.ids else \
+                node.replica_directory(replica_id)
             return {"replica_id": replica_id, "log_end_offset": end_offset,
-                    "replica_directory_id": node.replica_directory(replica_id) or ZERO_UUID,
+                    "replica_directory_id": directory or ZERO_UUID,
                     "last_fetch_timestamp": fetched, "last_caught_up_timestamp": fetched}
 
         voters = []

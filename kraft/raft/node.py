@@ -229,6 +229,11 @@ class RaftNode:
     def majority(self) -> int:
         return self._voters.latest.majority
 
+    @property
+    def latest_voters(self) -> VoterSet:
+        """The voter set in force, with the directory ids it names."""
+        return self._voters.latest
+
     def voters_at(self, end_offset: int) -> VoterSet:
         """The voter set in force after the records below ``end_offset`` (for a snapshot)."""
         return self._voters.at(end_offset)
