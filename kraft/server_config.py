@@ -387,9 +387,12 @@ class ServerConfig:
         if not self.controller_listener_names:
             raise ConfigError("controller.listener.names: required (e.g. CONTROLLER)")
         if self.is_controller:
-            if self.node_id not in voter_ids:
+            # A controller outside the static voters is one being added (KIP-853): it follows
+            # the metadata log as an observer until AddRaftVoter makes it a voter.
+            if self.node_id not in voter_ids and self._values["controller.quorum.engine"] == "pysyncobj":
                 raise ConfigError(f"controller.quorum.voters: node.id {self.node_id} has the controller "
-                                  "role but is not among the voters")
+                                  "role but is not among the voters (controller.quorum.engine=pysyncobj "
+                                  "has a static voter set)")
             if not any(self.listener(n) for n in self.controller_listener_names):
                 raise ConfigError("listeners: a controller needs a listener named in controller.listener.names")
         elif any(self.listener(n) for n in self.controller_listener_names):
