@@ -124,6 +124,13 @@ class MembershipNemesis(Nemesis):
         victim = self.rng.choice(sorted(v for v in voters if v in listeners))
         answer = admin.call("RemoveRaftVoter", {"cluster_id": None, "voter_id": victim,
                                                 "voter_directory_id": voters[victim]["replica_directory_id"]})
+        if answer["error_code"] == 127:
+            # VOTER_NOT_FOUND: the key changed under us (the leader recorded the voters'
+            # directory ids in between, or a lagging controller described an older set).
+            fresh = self._quorum(admin)["topics"][0]["partitions"][0]["current_voters"]
+            voters.update({v["replica_id"]: v for v in fresh})
+            answer = admin.call("RemoveRaftVoter", {"cluster_id": None, "voter_id": victim,
+                                                    "voter_directory_id": voters[victim]["replica_directory_id"]})
         if answer["error_code"] == 0:
             self.removed[victim] = {"cluster_id": None, "timeout_ms": 8000, "voter_id": victim,
                                     "voter_directory_id": voters[victim]["replica_directory_id"],
