@@ -12,7 +12,7 @@ import logging
 import trio
 
 from broker import file_records
-from broker.fetch_session import FetchSessionCache
+from broker.fetch_session import MAX_SESSIONS, FetchSessionCache
 from broker.file_records import FileRecords
 from broker.network import Deferred
 from broker.partition import Partition
@@ -48,12 +48,14 @@ MAX_TIMESTAMP = -3
 
 
 class DataPath:
-    def __init__(self, replicas: ReplicaManager, *, sendfile: bool = False):
+    def __init__(self, replicas: ReplicaManager, *, sendfile: bool = False,
+                 fetch_session_slots: int = MAX_SESSIONS):
         self.replicas = replicas
         # kraft.fetch.sendfile.enable: fetched records stay in their segment file, to be
         # sent with sendfile (broker.file_records); else they are read into memory.
         self.sendfile = sendfile
-        self.sessions = FetchSessionCache()  # incremental fetch sessions (KIP-227)
+        # incremental fetch sessions (KIP-227), max.incremental.fetch.session.cache.slots
+        self.sessions = FetchSessionCache(fetch_session_slots)
         replicas.change_sinks.append(self.sessions.changes)  # followers' sessions skip quiet partitions
 
     # ------------------------------------------------------------------- produce

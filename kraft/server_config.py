@@ -141,6 +141,7 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("replica.fetch.response.max.bytes", "int", 10485760, validate=_at_least(0)),
     _K("replica.fetch.wait.max.ms", "int", 500, validate=_at_least(0)),
     _K("replica.fetch.backoff.ms", "int", 1000, validate=_at_least(0)),
+    _K("max.incremental.fetch.session.cache.slots", "int", 1000, validate=_at_least(0)),
     _K("replica.high.watermark.checkpoint.interval.ms", "int", 5000, validate=_at_least(1)),
     _K("producer.id.expiration.ms", "int", 86400000, validate=_at_least(1)),
     _K("producer.id.expiration.check.interval.ms", "int", 600000, validate=_at_least(1)),
