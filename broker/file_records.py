@@ -55,7 +55,8 @@ class FileRecords(SplicedRecords):
     def __init__(self, path: os.PathLike, position: int, size: int):
         super().__init__(size)
         self.position = position
-        self.fd: int | None = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self.fd: int | None = None  # so __del__ has nothing to close if the open fails
+        self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
 
     def read(self) -> bytes:
         """The bytes, copied into memory (for a stream sendfile cannot write to)."""
