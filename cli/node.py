@@ -237,7 +237,9 @@ class Node:
         self.metadata.leader_subscribers.append(channel.on_leader_change)
         self.lifecycle = BrokerLifecycle(config, self.cluster_id, channel, self.metadata,
                                          offline_log_dirs=lambda: self.replicas.offline_log_dirs)
-        data = self.data_path = DataPath(self.replicas)
+        data = self.data_path = DataPath(
+            self.replicas, sendfile=config["kraft.fetch.sendfile.enable"],
+            fetch_session_slots=config["max.incremental.fetch.session.cache.slots"])
         groups = self.groups = GroupCoordinatorService(config.node_id, config,
                                                        InternalTopicStore(self.replicas, OFFSETS_TOPIC))
         producer_ids = ProducerIdAllocator(channel, config.node_id, lambda: self.lifecycle.broker_epoch)

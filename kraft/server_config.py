@@ -141,6 +141,7 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("replica.fetch.response.max.bytes", "int", 10485760, validate=_at_least(0)),
     _K("replica.fetch.wait.max.ms", "int", 500, validate=_at_least(0)),
     _K("replica.fetch.backoff.ms", "int", 1000, validate=_at_least(0)),
+    _K("max.incremental.fetch.session.cache.slots", "int", 1000, validate=_at_least(0)),
     _K("replica.high.watermark.checkpoint.interval.ms", "int", 5000, validate=_at_least(1)),
     _K("producer.id.expiration.ms", "int", 86400000, validate=_at_least(1)),
     _K("producer.id.expiration.check.interval.ms", "int", 600000, validate=_at_least(1)),
@@ -193,6 +194,7 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("kraft.unsafe.read.committed.high.watermark", "bool", False),
     _K("kraft.log.open.files.max", "int", 1024, validate=_at_least(1)),
     _K("kraft.gc.freeze.enable", "bool", True),  # kraft.loop_watchdog
+    _K("kraft.fetch.sendfile.enable", "bool", True),  # broker.file_records
     # Prometheus metrics over HTTP (kraft.metrics.exporter, docs/METRICS.md); port 0: off
     _K("kraft.metrics.port", "int", 0,
        validate=lambda v: None if 0 <= v <= 65535 else "must be a port (1-65535), or 0 for off"),

@@ -216,6 +216,7 @@ def broker_families(node, now: float):
         family.add_metric([], value)
         yield family
     yield from replication_quota_families(replicas.replication_quotas)
+    yield from _zero_copy_families()
     yield from replica_manager_families(node)
     yield from _metadata_families(node)
     yield from _fetch_session_families(node)
@@ -235,6 +236,18 @@ def replication_quota_families(quotas):
         rate = gauge(f"kafka.server:type={kind},name=byte-rate", f"Bytes per second {doc}")
         rate.add_metric([], quota.byte_rate(now_ms))
         yield rate
+
+
+def _zero_copy_families():
+    """How fetched record bytes left (broker.file_records): kraft's own, Kafka has none."""
+    from broker.file_records import STATS
+    for name, value, doc in (
+            ("SendfileBytesPerSec", STATS.sendfile_bytes, "Fetched record bytes sent by sendfile (zero copy)"),
+            ("SendfileCallsPerSec", STATS.sendfile_calls, "sendfile calls made for fetched records"),
+            ("CopiedBytesPerSec", STATS.copied_bytes, "Fetched record bytes read into memory to be sent")):
+        family = counter(f"kraft.network:type=FetchRecords,name={name}", doc)
+        family.add_metric([], value)
+        yield family
 
 
 def _add_unlabelled(family: Metric, value) -> None:
