@@ -130,14 +130,15 @@ class LocalCluster:
             security.prepare(self.base_dir / "certs", sorted(set(hosts)))
         # The static controller.quorum.voters every node is configured with; controllers
         # added later (add_controller_node) join the quorum through AddRaftVoter instead.
-        self._voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}"
-                                for n in self.nodes.values() if n.is_controller)
+        # (Read when configs are written: a backend may move hosts and ports after this.)
+        self._static_voters = [n.node_id for n in self.nodes.values() if n.is_controller]
 
     # -- layout -------------------------------------------------------------------------
 
     @property
     def voters(self) -> str:
-        return self._voters
+        return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}"
+                        for n in (self.nodes[i] for i in self._static_voters))
 
     def add_controller_node(self, host: str | None = None) -> NodeSpec:
         """A new controller-only node, configured and formatted but not started: it follows

@@ -5,6 +5,7 @@ The tools run from the jars bench/kafka/pom.xml pins (kraft.apache_kafka, by mai
 the tests skip, saying why, without java / mvn.  The default run checks the tools that
 needed a fix in kraft; ``-m slow`` runs every row of the table."""
 
+import json
 import re
 import uuid
 
@@ -80,7 +81,13 @@ def test_metadata_quorum_tool_with_bootstrap_controller_and_server(cluster):
         status = ok(run_tool("kafka-metadata-quorum", flag, servers, "describe", "--status"))
         assert f"ClusterId:              {cluster.cluster_id}" in status
         assert re.search(r"LeaderId:\s+[123]\n", status), status
-        assert 'CurrentVoters:          [{"id": 1}, {"id": 2}, {"id": 3}]' in status
+        # Each voter with its directory id and controller endpoint (DescribeQuorum v2, KIP-853).
+        voters = re.search(r"CurrentVoters:\s+(\[.*\])\n", status)
+        assert voters, status
+        listed = json.loads(voters.group(1))
+        assert [v["id"] for v in listed] == [1, 2, 3], status
+        assert all(len(v["directoryId"]) == 22 and v["endpoints"][0].startswith("CONTROLLER://")
+                   for v in listed), status
     replication = ok(run_tool("kafka-metadata-quorum", "--bootstrap-controller", controllers(cluster),
                               "describe", "--replication"))
     assert len(re.findall(r"\t(Leader|Follower)\s*\t", replication)) == 3, replication
