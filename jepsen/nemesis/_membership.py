@@ -19,6 +19,8 @@ stop is the last membership change of a run.
 
 from __future__ import annotations
 
+import time
+
 import random
 
 from jepsen.nemesis._core import Nemesis, completed
@@ -122,21 +124,31 @@ class MembershipNemesis(Nemesis):
         if len(voters) - 1 < VOTERS_LEFT:
             return {"voters": sorted(voters), "removed": None}
         victim = self.rng.choice(sorted(v for v in voters if v in listeners))
-        answer = admin.call("RemoveRaftVoter", {"cluster_id": None, "voter_id": victim,
-                                                "voter_directory_id": voters[victim]["replica_directory_id"]})
-        if answer["error_code"] == 127:
+        answer = self._remove(admin, victim, voters[victim]["replica_directory_id"])
+        for _ in range(4):
+            if answer["error_code"] not in (127, 6, 7):
+                break
             # VOTER_NOT_FOUND: the key changed under us (the leader recorded the voters'
-            # directory ids in between, or a lagging controller described an older set).
-            fresh = self._quorum(admin)["topics"][0]["partitions"][0]["current_voters"]
-            voters.update({v["replica_id"]: v for v in fresh})
-            answer = admin.call("RemoveRaftVoter", {"cluster_id": None, "voter_id": victim,
-                                                    "voter_directory_id": voters[victim]["replica_directory_id"]})
+            # directory ids in between, or a lagging controller described an older set);
+            # NOT_LEADER_OR_FOLLOWER / REQUEST_TIMED_OUT: the leadership moved. Describe again.
+            time.sleep(0.5)
+            fresh = {v["replica_id"]: v for v in self._quorum(admin)["topics"][0]["partitions"][0]["current_voters"]}
+            if victim not in fresh:  # a timed-out attempt had landed after all
+                answer = {"error_code": 0}
+                break
+            voters.update(fresh)
+            answer = self._remove(admin, victim, voters[victim]["replica_directory_id"])
         if answer["error_code"] == 0:
             self.removed[victim] = {"cluster_id": None, "timeout_ms": 8000, "voter_id": victim,
                                     "voter_directory_id": voters[victim]["replica_directory_id"],
                                     "listeners": listeners[victim]}
         return {"voters": sorted(voters), "removed": victim, "leader": partition["leader_id"],
                 "error_code": answer["error_code"]}
+
+    @staticmethod
+    def _remove(admin, victim: int, directory_id) -> dict:
+        return admin.call("RemoveRaftVoter", {"cluster_id": None, "voter_id": victim,
+                                              "voter_directory_id": directory_id})
 
     def add_controllers(self) -> dict:
         if not self.removed:

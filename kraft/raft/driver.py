@@ -181,6 +181,8 @@ class RaftDriver:
         """AddRaftVoter on the leader: retried while refused for a retriable reason (a
         change in flight, the joining replica still catching up) until ``timeout_s``;
         answered once the new VotersRecord is committed."""
+        if not self.node.is_leader:
+            return Errors.NOT_LEADER_OR_FOLLOWER, "this controller is not the leader"
         if voter.node_id in self.node.voters:
             return Errors.DUPLICATE_VOTER, f"{voter.node_id} is already a voter"
         return await self._change_voters(lambda: (self.node.voters | {voter.node_id}, voter),
@@ -190,6 +192,9 @@ class RaftDriver:
                            timeout_s: float) -> tuple[Errors, str | None]:
         # The voter key must match, as in Kafka: the id, and the directory id once the voter
         # set names one (the all-zero id names a voter whose directory was never recorded).
+        # Only the leader's latest set is the one to match: a follower's may lag behind it.
+        if not self.node.is_leader:
+            return Errors.NOT_LEADER_OR_FOLLOWER, "this controller is not the leader"
         known = self.node.latest_voters.directory(voter_id)
         given = None if directory_id in (None, ZERO_UUID) else directory_id
         if voter_id not in self.node.voters or known != given:
