@@ -197,16 +197,19 @@ def run_consume(bootstrap: str, topic: str, num_records: int, props: dict, timeo
             wall_ms = time.time() * 1000.0
             if first_at is None:
                 first_at = clock()
-            for m in msgs:
+            # The loop is the tool's own cost per record (the broker's is a third of a
+            # microsecond): len(m) is the value's length without copying it, and latency is
+            # sampled on every 16th record.
+            for i, m in enumerate(msgs):
                 if m.error() is not None:
                     errors += 1
                     continue
                 count += 1
-                value = m.value()
-                nbytes += len(value) if value else 0
-                ts_type, ts = m.timestamp()
-                if ts_type and ts > 0:
-                    latencies.append(max(0.0, wall_ms - ts))
+                nbytes += len(m)
+                if not i & 15:
+                    ts_type, ts = m.timestamp()
+                    if ts_type and ts > 0:
+                        latencies.append(max(0.0, wall_ms - ts))
         end = clock()
     finally:
         consumer.close()
