@@ -76,10 +76,12 @@ def default_message(name: str, kind: str) -> dict:
     return {f.key: field_default(f) for f in spec_for(name, kind).fields}
 
 
+@lru_cache(maxsize=None)
 def is_flexible(name: str, kind: str, version: int) -> bool:
     return version in spec_for(name, kind).flexible
 
 
+@lru_cache(maxsize=None)
 def versions_of(name: str, kind: str = "request") -> Versions:
     return spec_for(name, kind).versions
 

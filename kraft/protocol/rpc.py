@@ -9,6 +9,7 @@ does not yet know the broker's versions can read it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kraft.protocol import codec
 from kraft.protocol.error_codes import ErrorCode
@@ -44,12 +45,14 @@ class Request:
         return self.header.api_version
 
 
+@lru_cache(maxsize=None)
 def request_header_version(api: str, version: int) -> int:
     if api == "ControlledShutdown" and version == 0:
         return 0
     return 2 if codec.is_flexible(api, "request", version) else 1
 
 
+@lru_cache(maxsize=None)
 def response_header_version(api: str, version: int) -> int:
     if api == "ApiVersions":
         return 0
