@@ -8,6 +8,7 @@ does not yet know the broker's versions can read it.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -18,6 +19,7 @@ from kraft.protocol.framing import SIZE as _SIZE, frame
 from kraft.protocol.primitives import Reader, SplicingBuffer
 from kraft.protocol.tables import TABLE
 
+_HEADER_START = struct.Struct(">hhi")  # api key, api version, correlation id
 API_NAMES: dict[int, str] = {key: name for name, key in TABLE.apis.items()}
 API_KEYS: dict[str, int] = dict(TABLE.apis)
 
@@ -62,8 +64,9 @@ def response_header_version(api: str, version: int) -> int:
 def peek_header(payload) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id): the part of every request header that no
     version changes, readable even when the rest cannot be parsed."""
-    r = Reader(payload)
-    return r.int16(), r.int16(), r.int32()
+    if len(payload) < _HEADER_START.size:
+        Reader(payload).skip(_HEADER_START.size)  # raises MalformedMessage, saying what is missing
+    return _HEADER_START.unpack_from(payload)
 
 
 def decode_request(payload, supported=None, principal: str = "User:ANONYMOUS", client_host: str = "") -> Request:
