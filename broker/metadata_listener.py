@@ -17,7 +17,7 @@ from kraft import clock
 
 from kraft.raft.messages import Batch, LeaderAndEpoch, OffsetAndEpoch
 from metadata import serde
-from metadata.delta import MetadataDelta
+from metadata.delta import MetadataDelta, image_from_records
 from metadata.image import EMPTY_IMAGE, MetadataImage
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ class MetadataListener:
     # -- RaftListener -------------------------------------------------------------------
 
     def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, records: list[bytes]) -> None:
-        image = MetadataImage.from_records(serde.decode_all(records), snapshot_id.offset - 1)
+        image = image_from_records(serde.decode_all(records), snapshot_id.offset - 1)
         self._publish(image)
 
     def handle_commit(self, batch: Batch) -> None:

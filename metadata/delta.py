@@ -15,6 +15,7 @@ from metadata.image import (
     BrokerRegistration,
     ConfigResourceType,
     ControllerRegistration,
+    EMPTY_IMAGE,
     MetadataImage,
     PartitionRegistration,
     TopicImage,
@@ -311,3 +312,8 @@ def apply_records(image: MetadataImage, records, offset: int | None = None) -> M
     for record in records:
         delta.replay(record)
     return delta.apply(offset)
+
+
+def image_from_records(records, offset: int) -> MetadataImage:
+    """An image built from snapshot ``records`` (or any records) replayed from empty."""
+    return apply_records(EMPTY_IMAGE, records, offset)

@@ -5,7 +5,7 @@ over a dict nobody else holds).  An image never changes; ``MetadataDelta`` (delt
 replays records over one and builds the next, sharing every part it did not touch.
 
 ``image.records()`` writes the image out as the records of a snapshot; replaying them into
-an empty image gives an equal image (``MetadataImage.from_records``).
+an empty image gives an equal image (``metadata.delta.image_from_records``).
 """
 
 from __future__ import annotations
@@ -312,16 +312,6 @@ class MetadataImage:
             out.append(make("ProducerIdsRecord", broker_id=-1, broker_epoch=-1,
                             next_producer_id=self.next_producer_id))
         return out
-
-    @classmethod
-    def from_records(cls, records, offset: int) -> "MetadataImage":
-        """An image built from snapshot ``records`` (or any records) replayed from empty."""
-        from metadata.delta import MetadataDelta
-
-        delta = MetadataDelta(EMPTY_IMAGE)
-        for record in records:
-            delta.replay(record)
-        return delta.apply(offset)
 
 
 EMPTY_IMAGE = MetadataImage()

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metadata import serde
-from metadata.delta import MetadataDelta, ReplayError, apply_records
-from metadata.image import EMPTY_IMAGE, MetadataImage
+from metadata.delta import MetadataDelta, ReplayError, apply_records, image_from_records
+from metadata.image import EMPTY_IMAGE
 from metadata.serde import make
 
 T1 = uuid.UUID(int=11)
@@ -184,14 +184,14 @@ def images(draw):
 def test_snapshot_round_trip(image):
     snapshot = image.records()
     values = serde.encode_all(snapshot)
-    back = MetadataImage.from_records(serde.decode_all(values), image.offset)
+    back = image_from_records(serde.decode_all(values), image.offset)
     assert back == image
     # and a snapshot of the rebuilt image is the same snapshot
     assert serde.encode_all(back.records()) == values
 
 
 def test_empty_image_round_trips():
-    assert MetadataImage.from_records(EMPTY_IMAGE.records(), -1) == EMPTY_IMAGE
+    assert image_from_records(EMPTY_IMAGE.records(), -1) == EMPTY_IMAGE
     assert EMPTY_IMAGE.is_empty() and not base_image().is_empty()
 
 

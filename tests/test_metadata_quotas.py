@@ -7,7 +7,7 @@ from test_metadata_helpers import Harness
 
 from kraft.protocol import codec
 from kraft.protocol.error_codes import ErrorCode
-from metadata.image import MetadataImage
+from metadata.delta import image_from_records
 from metadata.serde import decode, encode
 
 E = ErrorCode
@@ -50,7 +50,7 @@ def test_alter_writes_client_quota_records_and_the_image_keeps_them():
         (("user", None),): {"producer_byte_rate": 10.0}}
     records = [r for r in h.records() if r.name == "ClientQuotaRecord"]
     assert len(records) == 4 and all(decode(encode(r)) == r for r in records)
-    snapshot = MetadataImage.from_records(image.records(), image.offset)
+    snapshot = image_from_records(image.records(), image.offset)
     assert snapshot.client_quotas == image.client_quotas
     # Removing a key writes a removal; removing the last key of an entity drops the entity;
     # removing a key that is not set writes nothing.

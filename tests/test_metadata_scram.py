@@ -10,7 +10,7 @@ from test_metadata_helpers import Harness
 from kraft.protocol.error_codes import ErrorCode
 from kraft.security.credentials import CredentialSpecError, bootstrap_records, parse_scram_specs
 from kraft.security.scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramClient, ScramServer
-from metadata.image import MetadataImage
+from metadata.delta import image_from_records
 
 E = ErrorCode
 
@@ -49,7 +49,7 @@ def test_alter_stores_keys_not_passwords_and_describe_lists_them():
     assert [(r["user"], r["error_code"]) for r in one["results"]] == [
         ("carol", E.RESOURCE_NOT_FOUND), ("bob", E.DUPLICATE_RESOURCE)]
     # a snapshot of the image carries the credentials
-    assert MetadataImage.from_records(image.records(), image.offset).scram_credentials == image.scram_credentials
+    assert image_from_records(image.records(), image.offset).scram_credentials == image.scram_credentials
     resp = h.send("AlterUserScramCredentials", {"deletions": [{"name": "alice", "mechanism": 2}], "upsertions": []})
     assert resp["results"][0]["error_code"] == 0
     assert not authenticates(h.ctl.image, "alice", "secret") and authenticates(h.ctl.image, "bob", "secret")
@@ -78,7 +78,7 @@ def test_format_add_scram_specs_become_bootstrap_records():
         with pytest.raises(CredentialSpecError):
             parse_scram_specs(bad)
     records = bootstrap_records(["SCRAM-SHA-512=[name=alice,password=alice-secret]"])
-    image = MetadataImage.from_records(records, 0)
+    image = image_from_records(records, 0)
     assert authenticates(image, "alice", "alice-secret")
     h = Harness()
     h.ctl.bootstrap = tuple(records)

@@ -11,6 +11,7 @@ from test_metadata_helpers import CLUSTER_ID, NODE_ID, Harness
 
 from metadata import serde
 from metadata.controller import ControllerConfig, QuorumController
+from metadata.delta import image_from_records
 from metadata.image import MetadataImage
 
 TOPICS = ["a", "b", "c.d", "c_d", "e"]
@@ -118,7 +119,7 @@ def test_random_operations_keep_the_invariants(seed):
         standby.replay(serde.decode_all(values), base + len(values) - 1)
     assert standby.image == h.ctl.image
     snapshot = serde.encode_all(h.ctl.image.records())
-    assert MetadataImage.from_records(serde.decode_all(snapshot), h.ctl.image.offset) == h.ctl.image
+    assert image_from_records(serde.decode_all(snapshot), h.ctl.image.offset) == h.ctl.image
 
 
 def test_the_simulation_does_something():

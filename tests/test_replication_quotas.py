@@ -4,12 +4,13 @@ own throttled rate before the cluster default, the throttled replicas that name 
 from __future__ import annotations
 
 from broker.replication_quotas import ReplicationQuotas
+from metadata.delta import image_from_records
 from metadata.image import ConfigResourceType, MetadataImage
 from metadata.serde import make
 
 
 def image(*configs: tuple[int, str, str, str | None]) -> MetadataImage:
-    return MetadataImage.from_records([make("ConfigRecord", resource_type=t, resource_name=n, name=k, value=v)
+    return image_from_records([make("ConfigRecord", resource_type=t, resource_name=n, name=k, value=v)
                                        for t, n, k, v in configs], len(configs) - 1)
 
 

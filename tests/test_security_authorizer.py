@@ -25,8 +25,8 @@ from kraft.security.authorizer import (
     ResourceType as R,
     parse_super_users,
 )
-from metadata.delta import ReplayError, apply_records
-from metadata.image import EMPTY_IMAGE, MetadataImage
+from metadata.delta import ReplayError, apply_records, image_from_records
+from metadata.image import EMPTY_IMAGE
 from metadata.serde import make
 
 E = ErrorCode
@@ -134,7 +134,7 @@ def test_controller_creates_describes_deletes_and_snapshots_acls():
                                                    pattern_type_filter=P.MATCH))
     assert [(r["resource_name"], r["pattern_type"], r["acls"][0]["operation"]) for r in described["resources"]] == [
         ("pay-", P.PREFIXED, Op.WRITE)]
-    snapshot = MetadataImage.from_records(image.records(), image.offset)
+    snapshot = image_from_records(image.records(), image.offset)
     assert snapshot.acls == image.acls
     deleted = h.send("DeleteAcls", {"filters": [any_filter(resource_name_filter="orders"),
                                                 any_filter(operation=Op.WRITE), any_filter(pattern_type_filter=P.UNKNOWN)]})

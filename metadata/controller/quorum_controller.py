@@ -39,7 +39,7 @@ from metadata.controller import (acl_control, cluster, config_control, partition
                                  scram_control, topics)
 from metadata.controller.elections import elect_unclean_leaders, rebalance_leaders
 from metadata.controller.common import ApiError, ControllerConfig, ControllerResult, Txn, error_response
-from metadata.delta import apply_records
+from metadata.delta import apply_records, image_from_records
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.serde import MetadataRecord, make
 
@@ -193,7 +193,7 @@ class QuorumController:
 
     def load_snapshot(self, records: Sequence[MetadataRecord], last_offset: int) -> None:
         """Replace the committed image with a snapshot ending at ``last_offset``."""
-        self._committed = MetadataImage.from_records(records, last_offset)
+        self._committed = image_from_records(records, last_offset)
         while self._pending and self._pending[0].last_offset <= last_offset:
             self._pending.popleft()
         self._rebuild_working()
