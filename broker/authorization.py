@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Awaitable, Callable
 
-from broker.network import Deferred
+from broker.deferred import Deferred
 from kraft.protocol import rpc
 from kraft.protocol.error_codes import ErrorCode
 from kraft.security.authorizer import (

@@ -22,7 +22,7 @@ from typing import Callable, Mapping
 
 import trio
 
-from broker.network import Deferred
+from broker.deferred import Deferred
 from kraft.protocol import rpc
 from kraft.quotas.entities import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from kraft.quotas.manager import ClientQuotaManager

@@ -14,7 +14,7 @@ import trio
 from broker import file_records
 from broker.fetch_session import MAX_SESSIONS, FetchSessionCache
 from broker.file_records import FileRecords
-from broker.network import Deferred
+from broker.deferred import Deferred
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
 from kraft import clock

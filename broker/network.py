@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 import trio
 
 from broker.connection_limits import ConnectionLimits, ConnectionQuotas
+from broker.deferred import Deferred
 from broker.file_records import can_sendfile, send_response
 from kraft.protocol import rpc
 from kraft.protocol.error_codes import ErrorCode
@@ -52,15 +53,6 @@ log = logging.getLogger(__name__)
 
 RECEIVE_BYTES = 256 * 1024
 PIPELINE_DEPTH = 64  # responses of one connection waiting to be sent, at most
-
-
-class Deferred:
-    """A response still being made: ``finish()`` returns its body once the wait is over."""
-
-    __slots__ = ("finish",)
-
-    def __init__(self, finish: Callable[[], Awaitable[dict]]):
-        self.finish = finish
 
 
 # A handler returns the response body, a Deferred body, or None for requests that get no

@@ -23,7 +23,7 @@ import logging
 
 import trio
 
-from broker.network import Deferred
+from broker.deferred import Deferred
 from broker.offsets_store import OFFSETS_TOPIC
 from broker.replica_manager import ReplicaManager
 from kraft import clock

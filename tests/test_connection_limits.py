@@ -15,7 +15,8 @@ import pytest
 import trio
 
 from broker.connection_limits import ConnectionLimits
-from broker.network import Deferred, serve_kafka
+from broker.deferred import Deferred
+from broker.network import serve_kafka
 from cluster_helpers import fast_overrides, start_cluster
 from kraft.protocol import rpc
 from kraft.server_config import ConfigError, ServerConfig, parse_per_ip_overrides

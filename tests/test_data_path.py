@@ -7,7 +7,7 @@ import pytest
 import trio
 
 from broker.data_path import DataPath
-from broker.network import Deferred
+from broker.deferred import Deferred
 from broker.replica_manager import ReplicaManager
 from broker_helpers import server_config
 from kraft.protocol.error_codes import ErrorCode

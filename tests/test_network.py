@@ -7,7 +7,8 @@ import socket
 import trio
 import trio.testing
 
-from broker.network import PIPELINE_DEPTH, Deferred, KafkaConnection, serve_kafka
+from broker.deferred import Deferred
+from broker.network import PIPELINE_DEPTH, KafkaConnection, serve_kafka
 from kraft.protocol import rpc
 from kraft.protocol.error_codes import ErrorCode
 from kraft.protocol.framing import FrameDecoder

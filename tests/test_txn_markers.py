@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from broker.data_path import DataPath
-from broker.network import Deferred
+from broker.deferred import Deferred
 from broker.replica_manager import ReplicaManager
 from broker.txn_markers import TxnMarkerWriter
 from broker_helpers import server_config

@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jepsen.faults._journal import JOURNAL_ENV
+from jepsen.hosts._commands import HostError, Unsupported, run_checked  # noqa: F401 - re-exported
 from jepsen.hosts._runs import RUN_ENV, forget_on_exit, new_run_id, on_exit
+from jepsen.hosts._system import remove_run
 from jepsen.net import Grudge, PacketBehavior
 
 CLOCK_ENV = "KRAFT_CLOCK_OFFSET_FILE"  # read by kraft.clock
@@ -32,14 +34,6 @@ CLOCK_ENV = "KRAFT_CLOCK_OFFSET_FILE"  # read by kraft.clock
 #: Network faults and the capabilities (any one of them) that enforce each.
 NETWORK_FAULT_NEEDS = {"partition": frozenset({"partition"}),
                        "packet": frozenset({"packet", "packet-loss"})}
-
-
-class HostError(RuntimeError):
-    """A host operation failed (a command returned an error, a tool is missing)."""
-
-
-class Unsupported(HostError):
-    """The backend cannot do this (say, packet faults on loopback); the message says why."""
 
 
 @dataclass
@@ -62,21 +56,6 @@ class NodeConfig:
         if self.fsync_journal is not None:
             env[JOURNAL_ENV] = str(self.fsync_journal)
         return env
-
-
-def run_checked(argv: Sequence[str], *, input: str | None = None, timeout_s: float = 30.0,
-                check: bool = True) -> subprocess.CompletedProcess:
-    """Run a short command; raise ``HostError`` with its stderr when it fails."""
-    try:
-        result = subprocess.run(list(argv), input=input, capture_output=True, text=True,
-                                timeout=timeout_s)
-    except FileNotFoundError:
-        raise HostError(f"{argv[0]} is not installed") from None
-    except subprocess.TimeoutExpired:
-        raise HostError(f"{' '.join(argv)} did not finish within {timeout_s} s") from None
-    if check and result.returncode != 0:
-        raise HostError(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr.strip()}")
-    return result
 
 
 class Hosts:
@@ -147,7 +126,6 @@ class Hosts:
         forget_on_exit(self.close)
         self.kill_all()
         if self.run_id is not None:
-            from jepsen.hosts._system import remove_run  # _system builds on this module
             remove_run(self.run_id)
             self.run_id = None
 

@@ -13,7 +13,7 @@ import signal
 import subprocess
 from collections.abc import Iterable
 
-from jepsen.hosts._base import HostError, Unsupported, run_checked
+from jepsen.hosts._commands import HostError, Unsupported, run_checked
 from jepsen.hosts._runs import (RUN_DIR, RUN_ENV, RUN_RE, forget_on_exit, new_run_id, on_exit,
                                 owner_alive, release_run_id)
 
