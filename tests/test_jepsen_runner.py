@@ -171,7 +171,10 @@ def test_one_short_real_run_is_valid(tmp_path):
     scrapes = metrics.read(run)
     kills = [o for o in ops if o.f == "start-kill" and o.type == "info"]
     restarts = [o for o in ops if o.f == "stop-kill" and o.type == "info"]
-    assert {r["node"] for r in scrapes if r["up"]} == {1, 2, 3}
+    # Every node answered; the killed one may not have (killed before the first scrape, and
+    # still starting at the last on a loaded machine).
+    killed = {n for o in kills for n in o.value["killed"]}
+    assert {1, 2, 3} - killed <= {r["node"] for r in scrapes if r["up"]}
     for r in scrapes:
         if r["up"]:
             assert r["raft_epoch"] >= 1 and "urp" in r and "leaders" in r
