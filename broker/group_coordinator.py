@@ -190,6 +190,12 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
 
     # ------------------------------------------------------------------ time
 
+    def has_deadlines(self) -> bool:
+        """Whether a group here has a member session, a pending member or a join phase that
+        ``tick`` must expire (else only offsets retention, checked on its own interval)."""
+        return any(group.members or group.pending_members for group in self.groups.values()
+                   if group.partition in self.owned)
+
     def tick(self, now_ms: int) -> Output:
         """Expire sessions, pending members, join phases and (periodically) offsets."""
         out = Output()

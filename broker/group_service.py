@@ -34,6 +34,10 @@ from kraft.records.control import ControlType, decode_control_key
 
 log = logging.getLogger(__name__)
 
+# How often a coordinator with no member sessions and no join phase ticks (offsets
+# retention; a request wakes it at once).
+IDLE_TICK_S = 1.0
+
 GROUP_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch",
               "ListGroups", "DescribeGroups", "DeleteGroups", "OffsetDelete", "TxnOffsetCommit")
 # The versions this service answers (within the schema table).
@@ -105,6 +109,7 @@ class GroupCoordinatorService:
         self.store = store
         self.clock = clock or _wall_clock_ms
         self.tick_interval_s = tick_interval_s
+        self._activity = trio.Event()  # set by every request
         self.core = GroupCoordinator(self.config, rng=rng or Random(), is_leader=store.is_leader)
         self._waiters: dict[int, _Waiter] = {}
         self._ticket_api: dict[int, str] = {}
@@ -164,6 +169,7 @@ class GroupCoordinatorService:
         """Answer one group API request (decoded body); returns the response body."""
         out = self.core.handle(api, version, body, self.clock(),
                                client_id=client_id or "", client_host=client_host)
+        self._activity.set()  # a member or a join phase may have a deadline now
         waiter = None
         if out.ticket is not None:
             waiter = self._waiters[out.ticket] = _Waiter()
@@ -189,7 +195,12 @@ class GroupCoordinatorService:
             nursery.start_soon(self._loader, nursery)
             task_status.started()
             while True:
-                await trio.sleep(self.tick_interval_s)
+                if self.core.has_deadlines():
+                    await trio.sleep(self.tick_interval_s)
+                else:  # nothing to expire but offsets: an idle node does not wake 20 times a second
+                    with trio.move_on_after(IDLE_TICK_S):
+                        await self._activity.wait()
+                    self._activity = trio.Event()
                 nursery.start_soon(self.tick)
 
     # ------------------------------------------------------------------ internals

@@ -57,6 +57,10 @@ from metadata.image import EMPTY_IMAGE, ConfigResourceType, MetadataImage
 
 log = logging.getLogger(__name__)
 
+# The longest the maintenance task sleeps with no acks=all producer waiting (ISR checks,
+# checkpoints and retention have intervals of seconds).
+IDLE_MAINTENANCE_MS = 1000
+
 
 def log_config_for(config: ServerConfig, topic_configs) -> LogConfig:
     """A topic's LogConfig: broker defaults (``log.*``) overridden by topic configs."""
@@ -417,7 +421,13 @@ class ReplicaManager:
         expire_every_ms = self.config["producer.id.expiration.check.interval.ms"]
         last_isr = last_hw = last_retention = last_expire = clock.monotonic_ms()
         while True:
-            await trio.sleep(0.05)
+            if self._waiting:  # acks=all deadlines: checked every 50 ms
+                await trio.sleep(0.05)
+            else:  # the next periodic task (a waiter's own produce times out on its own)
+                now = clock.monotonic_ms()
+                due = min(last_isr + isr_every_ms, last_hw + hw_every_ms,
+                          last_retention + retention_every_ms, last_expire + expire_every_ms)
+                await trio.sleep(min(max(due - now, 50), IDLE_MAINTENANCE_MS) / 1000)
             if self.log_dir_error is not None:
                 continue
             now = clock.monotonic_ms()

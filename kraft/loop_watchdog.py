@@ -31,7 +31,7 @@ import trio
 
 log = logging.getLogger(__name__)
 
-TICK_S = 0.1
+TICK_S = 0.25  # well under the stall worth a warning; an idle node wakes for it 4 times a second
 STALL_WARN_S = 0.5  # a quarter of controller.quorum.fetch.timeout.ms's default
 GC_WARN_S = 0.2
 UNFREEZE_INTERVAL_S = 600.0
