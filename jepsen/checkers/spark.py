@@ -85,6 +85,9 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
          .config("spark.driver.extraJavaOptions", java_opts)
          .config("spark.executor.extraJavaOptions", java_opts)
          .config("spark.sql.adaptive.enabled", "true")
+         # a cached frame is read a few times within seconds: building it
+         # uncompressed costs a third less than compressing it
+         .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
          .config("spark.python.worker.reuse", "true"))
     if local:
         b = b.config("spark.driver.bindAddress", os.environ["SPARK_LOCAL_IP"])
@@ -275,16 +278,22 @@ def _unlink(path: str) -> None:
         os.unlink(path)
 
 
-def paired_frame(df, resets: Iterable[str] = ()):
+def paired_frame(df, resets: Iterable[str] = (), values: bool = True):
     """Invocations joined with their completions (the next record of their process).
 
     With ``resets`` (function names), a ``reset`` column holds the invocation index of
     the process's latest operation of those functions before this one (or null); it
-    comes out of the same window, so it costs no second sort.
+    comes out of the same window, so it costs no second sort.  Without ``values``, the
+    value and error columns are null: the shuffle then moves only numbers and short
+    names (timing statistics need no more).
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    if not values:
+        df = df.select("process", "actor", "f", "type", "index", "time",
+                       *(F.lit(None).cast("string").alias(c) for c in ("value", "key",
+                                                                       "error")))
     w = Window.partitionBy("process", "actor").orderBy("index")
     lead = F.lead(F.struct("type", "index", "time", "value", "error")).over(w)
     nx = F.col("nx")
@@ -421,10 +430,12 @@ def spark_check_queue(spark, source, sub_via: str | None = None,
                       partitions: int | None = None) -> dict[str, Any]:
     """The queue checker on Spark; returns what ``queue.check_queue`` returns.
 
-    The analysis is a Spark SQL plan (``jepsen.checkers.spark_queue``); the driver
-    receives counts, statistics and the operations named by at most ``max_examples``
-    anomalies of each type.  ``partitions``: how many partitions the keyed rows get
-    (the default parallelism by default).
+    The analysis is ``jepsen.checkers.spark_queue``; the driver receives counts,
+    statistics and the operations named by at most ``max_examples`` anomalies of each
+    type.  The paired operations are cached (uncompressed: cheaper to build than to
+    pair twice) for the four jobs that read them: counts and time grid, the analysis,
+    statistics, and the examples' operations.  ``partitions``: how many partitions the
+    analysis's rows get (``spark.sql.shuffle.partitions`` by default).
     """
     from jepsen.checkers import spark_queue
 
@@ -437,9 +448,8 @@ def spark_check_queue(spark, source, sub_via: str | None = None,
             sub_via = "subscribe" if "subscribe" in counts else (
                 "assign" if "assign" in counts else None)
         with phase(spark, "queue: find anomalies"):
-            n = partitions or max(2, spark.sparkContext.defaultParallelism)
-            result = spark_queue.check(spark, paired, t0, bucket_ns, sub_via, max_examples,
-                                       lambda idx: flats_at(spark, paired, idx), n)
+            result = spark_queue.check(paired, t0, bucket_ns, sub_via, max_examples,
+                                       lambda idx: flats_at(spark, paired, idx), partitions)
         with phase(spark, "queue: latency, throughput"):
             result["stats"] = spark_stats(paired, t0, bucket_ns, counts)
     finally:
