@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from checker_helpers import followed_by, without_latency  # noqa: E402
+from checker_helpers import as_json, followed_by  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 from test_checker_histories import all_scenarios, reg, shown  # noqa: E402
 
@@ -45,8 +45,7 @@ def test_queue_matches_the_pure_path(spark, tmp_path):
     rs = spark_check_queue(spark, tmp_path)
     assert shown(rs) == expected
     rp = check_queue(ops)
-    assert without_latency(rs) == without_latency(rp)
-    assert set(rs["stats"]["latency-ns"]) == set(rp["stats"]["latency-ns"])
+    assert as_json(rs) == as_json(rp)  # statistics too: Spark's quantiles are exact
     assert rs["partitions"] == 13 + 1 + 8
     assert rs["realtime-lag"]["sends-seen"] > 1000
 
@@ -94,7 +93,7 @@ def test_queue_matches_the_pure_path_on_damaged_histories(spark, seed, max_examp
     rs = spark_check_queue(spark, ops, max_examples=max_examples)
     rp = check_queue(ops, max_examples=max_examples)
     assert len(rp["anomaly-types"]) >= 6
-    assert without_latency(rs) == without_latency(rp)
+    assert as_json(rs) == as_json(rp)
 
 
 def test_linearizability_matches_the_pure_path(spark):

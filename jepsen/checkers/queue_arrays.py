@@ -21,8 +21,9 @@ whole columns instead of a Python loop per record:
   send is a candidate only if a send completed before it began landed higher, and only
   candidates whose highest earlier send is their own producer's are looked at one by one.
 
-An anomaly comes out as a *row*: ``kind``, ``key``, ``seq`` (its order among the
-anomalies of its kind and key), ``refs`` (``{"src", "i", "pos"}``: the rows it names),
+An anomaly comes out as a *row*: ``kind``, ``key``, ``first`` (the lowest invoke
+index its example names), ``seq`` (its order among the anomalies of its kind, key and
+``first``), ``refs`` (``{"src", "i", "pos"}``: the rows it names),
 ``offsets``, ``delta``, ``extra``, with what its example needs beyond those rows in
 ``more``.  The driver fetches the few operations the examples name and turns rows into
 the anomaly dicts of the single-process path (``spark_queue.example``).  Counts are
@@ -117,8 +118,8 @@ class _Found:
             first_i = np.minimum.reduce([self.r.i_index[x] for x in refs])
         kept = []
         for j in np.lexsort((seq, first_i))[:self.max_examples]:
-            row = {"kind": kind, "key": self.key, "seq": int(seq[j]),
-                   "refs": [self.ref(x[j]) for x in refs],
+            row = {"kind": kind, "key": self.key, "first": int(first_i[j]),
+                   "seq": int(seq[j]), "refs": [self.ref(x[j]) for x in refs],
                    "offsets": None if offsets is None else [int(o[j]) for o in offsets],
                    "delta": None if delta is None else int(delta[j]),
                    "extra": None if extra is None else int(extra[j])}

@@ -3,20 +3,19 @@
 Theory of operation
 -------------------
 The JVM pairs invocations with completions (``spark.paired_frame``: one window over
-each process's records, so one shuffle), parses the JSON values (``from_json``: a nested
-value that is not a string keeps its JSON text, a string loses its quotes, on both sides
-of every comparison) and explodes each send into its messages and each ok poll into the
-``(offset, value)`` pairs it read: one table of *rows* (:func:`rows_frame`), which is
-shuffled once more, by partition key.  Each key's rows then reach one Python worker as
-Arrow columns (``applyInArrow``), where ``queue_arrays.analyse`` finds every anomaly of
-``queue.check_partition`` with numpy sorts and grouped reductions -- no Python per
-record -- and returns counts, at most ``max_examples`` anomaly rows of each type, and
-the unseen series and lag.  A key is the unit of analysis: all of a key's rows are in
-one worker at once (a partition's history, not the whole history).
+each process's records, so one shuffle; the caller caches the pairs), parses the JSON
+values once each as variants and explodes each send into its messages and each ok poll
+into the ``(offset, value)`` pairs it read: one table of *rows* (:func:`rows_frame`),
+which is shuffled once more, by partition key.  Each key's rows then reach one Python
+worker as Arrow columns (``applyInArrow``), where ``queue_arrays.analyse`` finds every
+anomaly of ``queue.check_partition`` with numpy sorts and grouped reductions -- no
+Python per record -- and returns counts, at most ``max_examples`` anomaly rows of each
+type, and the unseen series and lag.  A key is the unit of analysis: all of a key's
+rows are in one worker at once (one partition's history, never the whole history).
 
-The driver receives those small results, reads just the operations the examples name
-(a broadcast join on ``index`` with the history) and builds the anomaly dicts with the
-same functions as the single-process path, so both paths report the same thing.
+The driver receives those small results (:func:`assemble`), reads just the operations
+the examples name and builds the anomaly dicts with the same functions as the
+single-process path, so both paths report the same thing.
 """
 
 from __future__ import annotations
@@ -27,7 +26,32 @@ from typing import Any
 
 from jepsen.checkers import queue, queue_arrays
 
-QUEUE_FS = ("send", "poll", *sorted(queue.RESET_FS))  # what the queue checker reads
+
+# ---------------------------------------------------------------- the plan
+
+def _at(v, path: str):
+    """The variant at ``path`` in ``v`` (SQL null when there is none).
+
+    The checker reads variants by path and as JSON text only: a cast of a variant to
+    another type (``try_variant_get(.., "long")``, ``.cast("long")``) builds a Cast
+    expression per row, which cost as much as the rest of the parse.
+    """
+    from pyspark.sql import functions as F
+
+    return F.variant_get(v, path, "variant")
+
+
+def _pair(v):
+    """Whether the variant ``v`` is a list of two (``[key, x]``, ``[offset, value]``)."""
+    return _at(v, "$[1]").isNotNull() & _at(v, "$[2]").isNull()
+
+
+def _long(v):
+    """A JSON integer as a long (null for anything else), read from its text."""
+    from pyspark.sql import functions as F
+
+    return F.to_json(v).try_cast("long")
+
 
 def _messages(text):
     """A send value as an array of ``[key, x]`` messages (the single- or multi-message
@@ -35,9 +59,9 @@ def _messages(text):
     from pyspark.sql import functions as F
 
     v = F.try_parse_json(text)
-    items = F.try_variant_get(v, "$", "array<variant>")
-    multi = F.try_variant_get(v, "$[0]", "array<variant>").isNotNull()
-    return (F.when(multi, items).when(F.size(items) == 2, F.array(v))
+    multi = F.to_json(_at(v, "$[0]")).startswith("[")  # its first item is a list
+    return (F.when(multi, F.try_variant_get(v, "$", "array<variant>"))
+            .when(_pair(v), F.array(v))
             .otherwise(F.array().cast("array<variant>")))
 
 
@@ -54,8 +78,7 @@ def rows_frame(paired):
     ``queue_arrays.Rows`` (``type``: 0 ok, 1 fail, 2 info) and the ``key``.
 
     ``paired`` is a ``paired_frame`` with the ``reset`` column of ``queue.RESET_FS``.
-    A value is compared as the canonical JSON of its variant, the same on both sides
-    (``to_json``: ``variant_get`` as a string costs twice as much).
+    A value is compared as the canonical JSON of its variant, the same on both sides.
     """
     from pyspark.sql import functions as F
 
@@ -75,15 +98,14 @@ def rows_frame(paired):
         F.when(ok, _messages(c("c_value"))).alias("acks"))
     sent = sends.select(*common, "type", "reset", "acks",
                         F.posexplode("sent").alias("pos", "m"))
-    ack = F.try_variant_get(F.get(c("acks"), c("pos")), "$[1]", "array<variant>")
-    acked = F.size(ack) == 2
+    ack = _at(F.get(c("acks"), c("pos")), "$[1]")  # [offset, value] when acknowledged
+    acked = _pair(ack)
     messages = sent.select(
-        _key_text(F.variant_get("m", "$[0]", "variant")).alias("key"),
+        _key_text(_at("m", "$[0]")).alias("key"),
         F.lit(queue_arrays.SEND).cast("byte").alias("src"), *common, "type", "pos",
-        F.when(acked, F.get(ack, 0).try_cast("long")).alias("offset"),
-        F.to_json(F.when(acked, F.get(ack, 1))
-                  .otherwise(F.variant_get("m", "$[1]", "variant"))).alias("value"),
-        "reset")
+        F.when(acked, _long(_at(ack, "$[0]"))).alias("offset"),
+        F.to_json(F.when(acked, _at(ack, "$[1]")).otherwise(_at("m", "$[1]")))
+        .alias("value"), "reset")
     polls = ops.filter((c("f") == "poll") & ok).select(
         *common, "reset",
         F.explode(F.from_json("c_value", "map<string,array<array<variant>>>"))
@@ -92,38 +114,52 @@ def rows_frame(paired):
         "key", *common, "reset", F.posexplode("pairs").alias("pos", "pair")).select(
         "key", F.lit(queue_arrays.READ).cast("byte").alias("src"), *common,
         F.lit(queue_arrays.OK).cast("byte").alias("type"), "pos",
-        F.get(c("pair"), 0).try_cast("long").alias("offset"),
+        _long(F.get(c("pair"), 0)).alias("offset"),
         F.to_json(F.get(c("pair"), 1)).alias("value"), "reset")
     return messages.unionByName(reads)
 
 
 def _analyser(t0: int, bucket_ns: int, max_examples: int):
-    """The ``applyInArrow`` function: one key's rows in, its pickled analysis out."""
+    """The ``applyInArrow`` function: the rows of the keys of one hash (almost always
+    one key) in, one pickled ``queue_arrays.analyse`` result per key out."""
 
     def analyse(table):
-        import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        def longs(name):
-            col = pc.cast(table.column(name), pa.int64())
-            return pc.fill_null(col, int(queue_arrays.NULL)).to_numpy()
-
-        def codes(name):
-            col = table.column(name).combine_chunks()
-            return col.dictionary_encode(null_encoding="encode").indices.to_numpy() \
-                .astype(np.int64)
-
-        r = queue_arrays.Rows(
-            src=longs("src"), proc=codes("proc"), i_index=longs("i_index"),
-            i_time=longs("i_time"), c_index=longs("c_index"), c_time=longs("c_time"),
-            type=longs("type"), pos=longs("pos"), offset=longs("offset"),
-            value=codes("value"), reset=longs("reset"))
-        key = table.column("key")[0].as_py()
-        out = queue_arrays.analyse(key, r, t0, bucket_ns, max_examples)
-        return pa.table({"result": pa.array([pickle.dumps(out)], pa.binary())})
+        keys = table.column("key").combine_chunks().dictionary_encode()
+        out = []
+        for k, key in enumerate(keys.dictionary.to_pylist()):
+            rows = table if len(keys.dictionary) == 1 else \
+                table.filter(pc.equal(keys.indices, k))
+            out.append(pickle.dumps(queue_arrays.analyse(key, _columns(rows), t0, bucket_ns,
+                                                         max_examples)))
+        return pa.table({"result": pa.array(out, pa.binary())})
 
     return analyse
+
+
+def _columns(table) -> queue_arrays.Rows:
+    """An Arrow table of rows as numpy columns: missing longs as ``NULL``, strings as
+    codes (equal strings, equal codes)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def longs(name):
+        col = pc.cast(table.column(name), pa.int64())
+        return pc.fill_null(col, int(queue_arrays.NULL)).to_numpy()
+
+    def codes(name):
+        col = table.column(name).combine_chunks()
+        return col.dictionary_encode(null_encoding="encode").indices.to_numpy() \
+            .astype(np.int64)
+
+    return queue_arrays.Rows(
+        src=longs("src"), proc=codes("proc"), i_index=longs("i_index"),
+        i_time=longs("i_time"), c_index=longs("c_index"), c_time=longs("c_time"),
+        type=longs("type"), pos=longs("pos"), offset=longs("offset"),
+        value=codes("value"), reset=longs("reset"))
 
 
 def check(paired, t0: int, bucket_ns: int, sub_via: str | None, max_examples: int,
@@ -134,13 +170,20 @@ def check(paired, t0: int, bucket_ns: int, sub_via: str | None, max_examples: in
     ``partitions``: how many partitions the rows are hashed into
     (``spark.sql.shuffle.partitions`` when None).
     """
-    rows = rows_frame(paired)
+    from pyspark.sql import functions as F
+
+    # grouped by a 64-bit hash of the key: sorting by a long is much cheaper than by a
+    # string, and the function splits the rare group that holds two keys
+    rows = rows_frame(paired).withColumn("h", F.xxhash64("key"))
     if partitions:
-        rows = rows.repartition(partitions, "key")  # the grouping below keeps it
-    found = rows.groupBy("key").applyInArrow(_analyser(t0, bucket_ns, max_examples),
-                                             "result binary")
+        rows = rows.repartition(partitions, "h")  # the grouping below keeps it
+    found = rows.groupBy("h").applyInArrow(_analyser(t0, bucket_ns, max_examples),
+                                           "result binary")
     parts = [pickle.loads(r[0]) for r in found.collect()]
     return assemble(parts, t0, bucket_ns, sub_via, max_examples, flats_of)
+
+
+# ---------------------------------------------------------------- the driver's part
 
 
 def assemble(parts: list[dict], t0: int, bucket_ns: int, sub_via: str | None,
@@ -166,7 +209,7 @@ def assemble(parts: list[dict], t0: int, bucket_ns: int, sub_via: str | None,
             worst = (w, p["key"])
     examples = []
     for kind_rows in rows.values():
-        kind_rows.sort(key=lambda r: (min(x["i"] for x in r["refs"]), r["key"], r["seq"]))
+        kind_rows.sort(key=lambda r: (r["first"], r["key"], r["seq"]))
         examples += kind_rows[:max_examples]
     wanted = {x["i"] for row in examples for x in row["refs"]}
     for row in examples:
@@ -201,11 +244,8 @@ def _rank(w: dict, key: str) -> tuple:
     return (w["lag"], -w["i"], -w["pos"], key)
 
 
-# ---------------------------------------------------------------- the driver's part
-
-
 def _text(v: Any) -> str:
-    """The text Spark's ``from_json`` gives a value: strings bare, the rest as JSON."""
+    """A key as the rows hold it (``_key_text``): strings bare, the rest as JSON."""
     return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
 
 
