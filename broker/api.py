@@ -36,12 +36,13 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "AlterPartitionReassignments": (0, 0), "ListPartitionReassignments": (0, 0),
     "DescribeAcls": (0, 3), "CreateAcls": (0, 3), "DeleteAcls": (0, 3),
     "DescribeClientQuotas": (0, 1), "AlterClientQuotas": (0, 1),
+    "AddRaftVoter": (0, 0), "RemoveRaftVoter": (0, 0),
 }
 # Describe too: answered from the controller's image, it sees a change the moment it commits.
 FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "AlterConfigs",
              "DescribeQuorum", "DescribeUserScramCredentials", "AlterUserScramCredentials",
              "ElectLeaders", "UnregisterBroker", "AlterPartitionReassignments", "ListPartitionReassignments",
-             "DescribeClientQuotas", "AlterClientQuotas", *ACL_APIS}
+             "DescribeClientQuotas", "AlterClientQuotas", "AddRaftVoter", "RemoveRaftVoter", *ACL_APIS}
 # Answered before the broker is ready: clients send it first, and it tells only what this
 # broker speaks, which is true from the start.  Everything else waits for readiness.
 ANSWERED_BEFORE_READY = frozenset({"ApiVersions"})
@@ -391,7 +392,7 @@ def _forward_error(api: str, body: dict, version: int) -> dict:
     elif api == "AlterUserScramCredentials":
         users = dict.fromkeys(i["name"] for i in body["deletions"] + body["upsertions"])
         out["results"] = [{"user": u, "error_code": code, "error_message": None} for u in users]
-    elif api in ("DescribeUserScramCredentials", "UnregisterBroker"):
+    elif api in ("DescribeUserScramCredentials", "UnregisterBroker", "AddRaftVoter", "RemoveRaftVoter"):
         out["error_code"] = code
     elif api in ("AlterPartitionReassignments", "ListPartitionReassignments"):
         from metadata.controller.common import error_response

@@ -656,6 +656,8 @@ CHECKS: dict[str, Callable] = {
     "DeleteRecords": _delete_records,
     "ElectLeaders": _cluster_op("ElectLeaders", Op.ALTER),
     "UnregisterBroker": _cluster_op("UnregisterBroker", Op.ALTER),
+    "AddRaftVoter": _cluster_op("AddRaftVoter", Op.ALTER),
+    "RemoveRaftVoter": _cluster_op("RemoveRaftVoter", Op.ALTER),
     "AlterPartitionReassignments": _cluster_op("AlterPartitionReassignments", Op.ALTER),
     "ListPartitionReassignments": _cluster_op("ListPartitionReassignments", Op.DESCRIBE),
     "AlterClientQuotas": _cluster_op("AlterClientQuotas", Op.ALTER_CONFIGS),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kraft.protocol.error_codes import ErrorCode
 from kraft.server_config import ServerConfig
+from metadata.controller.configs import BROKER_CONFIGS, TOPIC_CONFIGS
 from metadata.image import ConfigResourceType, MetadataImage
 
 # Kafka's ConfigSource ids
@@ -16,6 +17,13 @@ DEFAULT_CONFIG = 5
 
 # config type ids (DescribeConfigs v3+)
 _STRING, _INT, _LONG, _BOOLEAN, _LIST = 2, 3, 5, 1, 7  # 4 is SHORT
+_TYPE_IDS = {"boolean": _BOOLEAN, "string": _STRING, "int": _INT, "long": _LONG, "double": 6, "list": _LIST}
+
+
+def _type_of(table: dict, key: str) -> int:
+    """A dynamic key's ConfigType, from the controller's table of the keys it accepts."""
+    spec = table.get(key)
+    return _TYPE_IDS.get(spec.type, _STRING) if spec is not None else _STRING
 
 
 def topic_defaults(config: ServerConfig) -> dict[str, tuple[str, int, int]]:
@@ -59,7 +67,7 @@ def describe_resource(config: ServerConfig, image: MetadataImage, res: dict) -> 
             return out
         values = topic_defaults(config)
         for k, v in image.config(ConfigResourceType.TOPIC, name).items():
-            values[k] = (v, DYNAMIC_TOPIC_CONFIG, values.get(k, ("", 0, _STRING))[2])
+            values[k] = (v, DYNAMIC_TOPIC_CONFIG, values[k][2] if k in values else _type_of(TOPIC_CONFIGS, k))
     elif rtype == ConfigResourceType.BROKER:
         if name not in ("", str(config.node_id)):
             out.update(error_code=ErrorCode.INVALID_REQUEST,
@@ -70,10 +78,10 @@ def describe_resource(config: ServerConfig, image: MetadataImage, res: dict) -> 
         # Kafka's precedence: this broker's dynamic value, the cluster-wide dynamic default,
         # the static file.  kafka-configs --describe shows each by its source.
         for k, v in image.config(ConfigResourceType.BROKER, "").items():
-            values[k] = (v, DYNAMIC_DEFAULT_BROKER_CONFIG, _STRING)
+            values[k] = (v, DYNAMIC_DEFAULT_BROKER_CONFIG, _type_of(BROKER_CONFIGS, k))
         if name:
             for k, v in image.config(ConfigResourceType.BROKER, name).items():
-                values[k] = (v, DYNAMIC_BROKER_CONFIG, _STRING)
+                values[k] = (v, DYNAMIC_BROKER_CONFIG, _type_of(BROKER_CONFIGS, k))
     else:
         out.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"unsupported resource type {rtype}")
         return out

@@ -55,7 +55,7 @@ class ControllerChannel:
                         if response is None:
                             last = f"controller {leader} stopped being active while {api} was in flight"
                             continue
-                        if not _from_inactive_controller(response):
+                        if not _from_inactive_controller(api, response):
                             return response
                         last = f"controller {leader} is no longer active"
                     except NodeUnavailable as exc:
@@ -95,11 +95,19 @@ class ControllerChannel:
         return answer
 
 
-def _from_inactive_controller(response: dict) -> bool:
+# The quorum's own APIs (KIP-853) answer NOT_LEADER_OR_FOLLOWER from a controller that is not
+# the Raft leader, where the controller's APIs answer NOT_CONTROLLER.
+_QUORUM_APIS = frozenset({"AddRaftVoter", "RemoveRaftVoter"})
+
+
+def _from_inactive_controller(api: str, response: dict) -> bool:
     """Whether a controller answered NOT_CONTROLLER: in the top-level error code, or, for
     APIs whose errors are per item (CreateTopics, AlterClientQuotas, ...), in every item
     of a list (a controller that is not active fails them all, and only it answers that)."""
-    if response.get("error_code") == ErrorCode.NOT_CONTROLLER:
+    inactive = {ErrorCode.NOT_CONTROLLER}
+    if api in _QUORUM_APIS:
+        inactive.add(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    if response.get("error_code") in inactive:
         return True
     for value in response.values():
         if isinstance(value, list) and value and all(

@@ -11,7 +11,9 @@ import logging
 
 import trio
 
-from broker.fetch_session import FetchSessionCache
+from broker import file_records
+from broker.fetch_session import MAX_SESSIONS, FetchSessionCache
+from broker.file_records import FileRecords
 from broker.network import Deferred
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
@@ -46,9 +48,14 @@ MAX_TIMESTAMP = -3
 
 
 class DataPath:
-    def __init__(self, replicas: ReplicaManager):
+    def __init__(self, replicas: ReplicaManager, *, sendfile: bool = False,
+                 fetch_session_slots: int = MAX_SESSIONS):
         self.replicas = replicas
-        self.sessions = FetchSessionCache()  # incremental fetch sessions (KIP-227)
+        # kraft.fetch.sendfile.enable: fetched records stay in their segment file, to be
+        # sent with sendfile (broker.file_records); else they are read into memory.
+        self.sendfile = sendfile
+        # incremental fetch sessions (KIP-227), max.incremental.fetch.session.cache.slots
+        self.sessions = FetchSessionCache(fetch_session_slots)
         replicas.change_sinks.append(self.sessions.changes)  # followers' sessions skip quiet partitions
 
     # ------------------------------------------------------------------- produce
@@ -368,16 +375,34 @@ class DataPath:
             if diverging is not None:
                 resp["diverging_epoch"] = {"epoch": diverging.epoch, "end_offset": diverging.end_offset}
                 return resp
+        quota = self.replicas.replication_quotas.leader if is_follower else None
+        if quota is not None and quota.active and quota.is_throttled(name, index):
+            # Kafka's shouldLeaderThrottle: a throttled replica outside the ISR gets no
+            # records while the quota is exceeded; an ISR member always does (acks=all
+            # waits for it, and holding it back would shrink the ISR).
+            if replica_id not in st.isr and quota.is_quota_exceeded(now):
+                return resp
+        else:
+            quota = None
         limit = min(max_bytes, p["partition_max_bytes"])
         try:
             result = partition.log.read(fetch_offset, limit, max_offset=max_offset,
-                                        min_one_batch=True)
+                                        min_one_batch=True, load_bytes=not self.sendfile)
         except OffsetOutOfRangeError:
             return failed(ErrorCode.OFFSET_OUT_OF_RANGE)
-        if limit <= 0 and result.records:
+        if limit <= 0 or not result.size:
             resp["records"] = b""
+        elif result.records is not None:
+            resp["records"] = result.records
+            file_records.STATS.copied_bytes += result.size
         else:
-            resp["records"] = result.records or b""
+            try:
+                resp["records"] = FileRecords(result.path, result.position, result.size)
+            except OSError as exc:  # out of descriptors, say: read them instead
+                log.warning("fetch of %s-%d reads its records into memory: %s", name, index, exc)
+                resp["records"] = partition.log.read(fetch_offset, limit, max_offset=max_offset).records or b""
+        if quota is not None and resp["records"]:
+            quota.record(len(resp["records"]), now)  # in the ISR or not, as Kafka
         if read_committed and not is_follower:
             resp["aborted_transactions"] = [] if not resp["records"] else [
                 {"producer_id": e.producer_id, "first_offset": e.first_offset}

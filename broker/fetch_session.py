@@ -39,7 +39,7 @@ from kraft.protocol.error_codes import ErrorCode
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
-MAX_SESSIONS = 1000  # Kafka's max.incremental.fetch.session.cache.slots
+MAX_SESSIONS = 1000  # the default of Kafka's max.incremental.fetch.session.cache.slots
 
 
 def next_epoch(epoch: int) -> int:
@@ -173,6 +173,8 @@ class FetchSessionCache:
         if session_id == 0:
             if epoch != INITIAL_EPOCH:
                 return FetchContext([], error=ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+            if self.max_sessions == 0:  # as Kafka with no slot: a full answer, session id 0
+                return FetchContext(wanted)
             session = self._open(follower, by_topic_id=version >= 13)
             for entry in wanted:
                 session.add(partition_key(*entry, version), entry)

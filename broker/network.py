@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 import trio
 
 from broker.connection_limits import ConnectionLimits, ConnectionQuotas
+from broker.file_records import can_sendfile, send_response
 from kraft.protocol import rpc
 from kraft.protocol.error_codes import ErrorCode
 from kraft.protocol.errors import ProtocolError, UnsupportedVersion
@@ -95,6 +96,9 @@ class KafkaConnection:
         self._received_at = 0.0
         self._timer_slot: list | None = None
         self.client_quotas = client_quotas  # broker.client_quotas: throttles and mutes
+        # Fetch record bytes leave by sendfile on a plain socket, copied on TLS
+        # (broker.file_records).
+        self._sendfile = can_sendfile(stream)
 
     def authenticated(self) -> None:
         """SASL is done: from now on every frame is an ordinary request."""
@@ -102,7 +106,7 @@ class KafkaConnection:
 
     async def serve(self) -> None:
         # The writer's queue holds (answer, RequestTimer or None) pairs, the answer encoded
-        # (bytes) or a (request, Deferred) pair.
+        # (bytes, or a list of pieces holding record holes) or a (request, Deferred) pair.
         send, receive = trio.open_memory_channel(PIPELINE_DEPTH)
         try:
             async with trio.open_nursery() as nursery:
@@ -189,9 +193,10 @@ class KafkaConnection:
         await _mute(quota)
         return True
 
-    def _encode(self, request: rpc.Request, body: dict) -> bytes | None:
-        """The framed answer, or the error answer when ``body`` cannot be encoded, or None
-        when neither can (the connection must close)."""
+    def _encode(self, request: rpc.Request, body: dict) -> bytes | list | None:
+        """The framed answer (a list of pieces when it has records left in their files), or
+        the error answer when ``body`` cannot be encoded, or None when neither can (the
+        connection must close)."""
         try:
             return _encode(request, body)
         except Exception as exc:
@@ -212,13 +217,19 @@ class KafkaConnection:
             log.exception("the error answer to %s v%d cannot be encoded", request.api, request.version)
             return None
 
-    async def _answer(self, answers: trio.MemorySendChannel, item: bytes | tuple,
+    async def _send(self, item: bytes | list) -> None:
+        if isinstance(item, bytes):
+            await self.stream.send_all(item)
+        else:
+            await send_response(self.stream, item, self._sendfile)
+
+    async def _answer(self, answers: trio.MemorySendChannel, item: bytes | list | tuple,
                       timer: RequestTimer | None = None) -> None:
-        if self._unsent == 0 and isinstance(item, bytes):
+        if self._unsent == 0 and not isinstance(item, tuple):
             # Nothing ahead of it and nothing to wait for: send it from here, as a
             # one-request-at-a-time server would (the writer is idle: no interleaving).
             sending = time.monotonic() if timer is not None else 0.0
-            await self.stream.send_all(item)
+            await self._send(item)
             if timer is not None:
                 timer.done(sending, time.monotonic())
             return
@@ -230,7 +241,7 @@ class KafkaConnection:
         try:
             async with answers:
                 async for item, timer in answers:
-                    if not isinstance(item, bytes):
+                    if isinstance(item, tuple):
                         request, deferred = item
                         try:
                             body = await deferred.finish()
@@ -245,7 +256,7 @@ class KafkaConnection:
                             connection.cancel()
                             return
                     sending = time.monotonic() if timer is not None else 0.0
-                    await self.stream.send_all(item)
+                    await self._send(item)
                     if timer is not None:
                         timer.done(sending, time.monotonic())
                     self._unsent -= 1
@@ -269,8 +280,11 @@ def _describe(payload: bytes) -> str:
     return f"{api} v{version} request (correlation id {correlation_id})"
 
 
-def _encode(request: rpc.Request, body: dict) -> bytes:
-    return rpc.encode_response(request.api, request.version, request.header.correlation_id, body)
+def _encode(request: rpc.Request, body: dict) -> bytes | list:
+    if request.api != "Fetch":
+        return rpc.encode_response(request.api, request.version, request.header.correlation_id, body)
+    pieces = rpc.encode_response_spliced(request.api, request.version, request.header.correlation_id, body)
+    return pieces[0] if len(pieces) == 1 else pieces
 
 
 # Accept errors that mean "out of a resource for now" (trio's serve_listeners list): wait and

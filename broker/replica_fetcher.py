@@ -7,6 +7,11 @@ offset and last fetched epoch, the next ones only the partitions whose position 
 and the leader answers only the partitions with news; it long-polls the request.  Records are appended with
 their offsets kept; a diverging epoch truncates the log (KIP-320); an out-of-range offset
 asks the leader for its log bounds and truncates or restarts the log.
+
+Replication quotas (``broker/replication_quotas.py``): while this broker's follower quota is
+exceeded, the partitions it throttles whose replica here is outside the ISR are left out of
+the fetch (the session forgets them, as Kafka's fetcher does) and come back once the rate
+has fallen under the bound; what they append is recorded against the quota.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from broker.data_path import whole_batches_prefix
 from broker.fetch_session import FetchSessionHandler
 from broker.partition_state_types import EpochEndOffset
 from broker.replica_manager import ReplicaManager
+from kraft import clock
 from kraft.client import KafkaClient, NodeUnavailable
 from kraft.protocol.error_codes import ErrorCode
 
@@ -29,14 +35,16 @@ MAX_WAIT_MS = 500
 
 
 class _PositionsView:
-    """``key -> position`` over ``key -> (partition, position)``, without copying."""
+    """``key -> position`` over ``key -> (partition, position)``, without copying; the
+    ``held`` keys (throttled) are left out."""
 
-    def __init__(self, current: dict):
+    def __init__(self, current: dict, held):
         self._current = current
+        self._held = held
 
     def get(self, key):
         item = self._current.get(key)
-        return None if item is None else item[1]
+        return None if item is None or key in self._held else item[1]
 
 
 def broker_address(image, broker_id: int, listener_name: str | None) -> tuple[str, int] | None:
@@ -81,6 +89,7 @@ class ReplicaFetcherManager:
         for p in self.replicas.followed_from(leader_id):
             positions[(p.topic, p.index)] = (p, p.state.fetch_position())
         keys = None  # the first round sends every position
+        held = frozenset()  # keys left out while the follower quota is exceeded
         try:
             while True:
                 if keys is not None:
@@ -100,13 +109,18 @@ class ReplicaFetcherManager:
                     changed.clear()
                 if not positions:
                     return
+                now_held = self._throttled_out(positions)
+                if now_held != held:
+                    if keys is not None:
+                        keys.extend(held ^ now_held)  # forgotten, or sent again
+                    held = now_held
                 address = broker_address(self.replicas.image, leader_id, self.listener_name)
                 if address is None:
                     session.reset()
                     await trio.sleep(self.backoff_s)
                     continue
                 try:
-                    progressed = await self._fetch_once(address, positions, keys, session)
+                    progressed = await self._fetch_once(address, positions, keys, session, held)
                     keys = []
                 except NodeUnavailable as exc:
                     log.debug("fetch from broker %d failed: %s", leader_id, exc)
@@ -125,14 +139,25 @@ class ReplicaFetcherManager:
             sinks[:] = [sink for sink in sinks if sink is not changed]
             self._running.discard(leader_id)
 
-    async def _fetch_once(self, address, current: dict, changed_keys, session: FetchSessionHandler) -> bool:
+    def _throttled_out(self, positions: dict) -> frozenset:
+        """The keys to leave out of this round: Kafka's shouldFollowerThrottle, a throttled
+        partition whose replica here is not in the ISR, while the follower quota is exceeded."""
+        quota = self.replicas.replication_quotas.follower
+        if not quota.active or not quota.is_quota_exceeded(clock.monotonic_ms()):
+            return frozenset()
+        return frozenset(k for k, (p, _) in positions.items()
+                         if quota.is_throttled(*k) and self.broker_id not in p.state.isr)
+
+    async def _fetch_once(self, address, current: dict, changed_keys, session: FetchSessionHandler,
+                          held=frozenset()) -> bool:
         """One Fetch; ``current``: key -> (partition, position) of every followed partition,
         ``changed_keys``: those whose position may have changed since the last round (None:
-        any)."""
+        any); ``held``: keys not to fetch this round."""
         # Only what changed since the leader's session last heard of it (KIP-227).
         session_id, session_epoch, send, forget = session.build(
-            {k: pos for k, (_, pos) in current.items()} if changed_keys is None or session.session_id == 0
-            else _PositionsView(current), changed_keys)
+            {k: pos for k, (_, pos) in current.items() if k not in held}
+            if changed_keys is None or session.session_id == 0
+            else _PositionsView(current, held), changed_keys)
         topics: dict[str, list] = {}
         for (topic, index), pos in send.items():
             topics.setdefault(topic, []).append({
@@ -187,6 +212,9 @@ class ReplicaFetcherManager:
             data = whole_batches_prefix(resp["records"] or b"")
             if data and st.leader_epoch == pos.current_leader_epoch and st.role.value == "follower":
                 partition.append_as_follower(data)
+                quota = self.replicas.replication_quotas.follower
+                if quota.active and quota.is_throttled(partition.topic, partition.index):
+                    quota.record(len(data), clock.monotonic_ms())  # in the ISR or not, as Kafka
         decision = st.on_fetch_response(resp["high_watermark"], diverging, resp["log_start_offset"],
                                         request_leader_epoch=pos.current_leader_epoch)
         if decision.ignored:

@@ -42,6 +42,7 @@ import trio
 
 from broker.partition import Partition
 from broker.partition_state_types import IsrProposal
+from broker.replication_quotas import ReplicationQuotas
 from kraft import clock
 from kraft.protocol.error_codes import ErrorCode
 from kraft.log import LogConfig, LogDir, OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT
@@ -123,6 +124,9 @@ class ReplicaManager:
         self._uncleanable: dict[tuple[str, int], Partition] = {}  # a pass failed: skipped
         self.topic_stats = BrokerTopicStats()  # Kafka's BrokerTopicMetrics (kraft.metrics)
         self.stats = ReplicaManagerStats()  # IsrShrinksPerSec, IsrExpandsPerSec, ...
+        # leader/follower.replication.throttled.* (reassignment throttles): the data path
+        # asks ``.leader`` when answering followers, the replica fetchers ``.follower``
+        self.replication_quotas = ReplicationQuotas.from_config(config)
 
     def on_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                       committed: bool) -> None:
@@ -312,6 +316,7 @@ class ReplicaManager:
             release_frozen()  # the removed replicas may be frozen (kraft.loop_watchdog)
         if image.configs is not previous.configs:
             self._update_log_configs(previous, image)
+            self.replication_quotas.apply(image)
         self._wake_fetchers()
 
     def _wake_fetchers(self) -> None:

@@ -63,7 +63,8 @@ def configs_command(ctx, bootstrap_server, entity_types, entity_names, entity_de
         if action == "describe":
             resp = admin.call("DescribeConfigs", {"resources": [
                 {"resource_type": rtype, "resource_name": entity_name, "configuration_keys": None}],
-                "include_synonyms": False, "include_documentation": False})
+                "include_synonyms": False, "include_documentation": False},
+                address=_broker_address(admin, entity_name) if rtype == 4 and entity_name else None)
             result = resp["results"][0]
             if result["error_code"]:
                 fail(f"{error_name(result['error_code'])}: {result['error_message'] or ''}".strip(": "))
@@ -101,6 +102,17 @@ def configs_command(ctx, bootstrap_server, entity_types, entity_names, entity_de
                    else f"Completed updating config for {entity_type[:-1]} {entity_name}.")
     except AdminError as exc:
         fail(str(exc))
+
+
+def _broker_address(admin: AdminClient, name: str) -> tuple[str, int]:
+    """Where to describe broker ``name``: a broker describes only itself (as Kafka, whose
+    admin client sends a broker resource to that broker)."""
+    md = admin.metadata([])
+    for b in md["brokers"]:
+        if str(b["node_id"]) == name.strip():
+            return b["host"], b["port"]
+    fail(f"broker {name} is not a live broker of the cluster (live: "
+         f"{', '.join(str(b['node_id']) for b in sorted(md['brokers'], key=lambda b: b['node_id']))})")
 
 
 def _quotas_and_credentials(admin, types: list[str], names: list, action, add, delete, output) -> None:
@@ -214,3 +226,84 @@ def quorum_describe(bootstrap_server, mode, output):
     for r in rows:
         click.echo(f"{r['node_id']}\t{r['log_end_offset']}\t{r['lag'] if r['lag'] is not None else '-'}\t"
                    f"{r['last_fetch_timestamp']}\t{r['last_caught_up_timestamp']}\t{r['status']}")
+
+
+@quorum_group.command("add-controller")
+@click.option("--command-config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The new controller's server.properties (its node.id, controller listener and "
+                   "metadata.log.dir, whose meta.properties holds its directory id).")
+@click.option("--timeout-ms", type=int, default=60000, show_default=True,
+              help="How long the leader waits for the new controller to catch up.")
+@click.pass_obj
+def quorum_add_controller(bootstrap_server, config_path, timeout_ms):
+    """Make a running controller a voter (AddRaftVoter, KIP-853).  Start it first: until it
+    is added it follows the metadata log as an observer and must have caught up."""
+    from pathlib import Path
+
+    from kraft.server_config import ConfigError, ServerConfig
+    from kraft.storage import StorageError, parse_uuid_string, read_meta
+
+    try:
+        config = ServerConfig.load(config_path)
+        meta = read_meta(Path(config.metadata_log_dir))
+    except (ConfigError, StorageError, OSError) as exc:
+        fail(f"{config_path}: {exc}")
+    if not config.is_controller:
+        fail(f"{config_path}: process.roles has no controller")
+    if meta is None or not meta.directory_id:
+        fail(f"{config.metadata_log_dir}: not formatted (kraftctl format), so it has no directory id")
+    listeners = []
+    for name in config.controller_listener_names:
+        endpoint = next((e for e in config.advertised_listeners if e.listener == name), None) or \
+            config.listener(name)
+        if endpoint is not None:
+            listeners.append({"name": name, "host": endpoint.host or "localhost", "port": endpoint.port})
+    if not listeners:
+        fail(f"{config_path}: no listener named in controller.listener.names")
+    body = {"cluster_id": meta.cluster_id, "timeout_ms": timeout_ms, "voter_id": config.node_id,
+            "voter_directory_id": parse_uuid_string(meta.directory_id), "listeners": listeners}
+    _voter_change(bootstrap_server, "AddRaftVoter", body, timeout_ms,
+                  f"Added controller {config.node_id} with directory id {meta.directory_id} and "
+                  "endpoints: " + ", ".join(f"{e['name']}://{e['host']}:{e['port']}" for e in listeners))
+
+
+@quorum_group.command("remove-controller")
+@click.option("--controller-id", type=int, required=True)
+@click.option("--controller-directory-id", default=None,
+              help="The voter's directory id (metadata-quorum describe --replication shows it); "
+                   "without it, the one the quorum lists for --controller-id.")
+@click.pass_obj
+def quorum_remove_controller(bootstrap_server, controller_id, controller_directory_id):
+    """Remove a voter from the controller quorum (RemoveRaftVoter, KIP-853)."""
+    import uuid
+
+    from kraft.storage import parse_uuid_string, uuid_to_string
+
+    try:
+        directory = parse_uuid_string(controller_directory_id) if controller_directory_id else None
+    except ValueError as exc:
+        fail(f"--controller-directory-id: {exc}")
+    if directory is None:  # the voter's key as the quorum describes it
+        try:
+            p = describe_quorum(AdminClient(bootstrap_server))
+        except AdminError as exc:
+            fail(str(exc))
+        voter = next((v for v in p["current_voters"] if v["replica_id"] == controller_id), None)
+        if voter is None:
+            fail(f"RemoveRaftVoter failed with VOTER_NOT_FOUND: {controller_id} is not a voter")
+        directory = voter.get("replica_directory_id") or uuid.UUID(int=0)
+    body = {"cluster_id": None, "voter_id": controller_id, "voter_directory_id": directory}
+    _voter_change(bootstrap_server, "RemoveRaftVoter", body, 30000,
+                  f"Removed controller {controller_id} with directory id {uuid_to_string(directory)}")
+
+
+def _voter_change(bootstrap_server: str, api: str, body: dict, timeout_ms: int, done: str) -> None:
+    try:
+        admin = AdminClient(bootstrap_server, timeout_s=timeout_ms / 1000 + 15)
+        resp = admin.call(api, body)
+    except AdminError as exc:
+        fail(str(exc))
+    if resp["error_code"]:
+        detail = f": {resp['error_message']}" if resp.get("error_message") else ""
+        fail(f"{api} failed with {error_name(resp['error_code'])}{detail}")
+    click.echo(done)

@@ -103,8 +103,15 @@ class FanOutListener:
 
 
 def raft_config(config: ServerConfig) -> RaftConfig:
+    from pathlib import Path
+
+    from kraft.storage import parse_uuid_string, read_meta
+
+    meta = read_meta(Path(config.metadata_log_dir))
+    directory_id = parse_uuid_string(meta.directory_id) if meta is not None and meta.directory_id else None
     return RaftConfig(
         node_id=config.node_id, voters=frozenset(v.node_id for v in config.voters),
+        directory_id=directory_id,
         election_timeout_ms=config["controller.quorum.election.timeout.ms"],
         fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
         election_backoff_max_ms=config["controller.quorum.election.backoff.max.ms"],
@@ -115,7 +122,8 @@ def raft_config(config: ServerConfig) -> RaftConfig:
 def controller_config(config: ServerConfig, cluster_id: str) -> ControllerConfig:
     props = {k: config[k] for k in ("node.id", "num.partitions", "default.replication.factor",
                                     "broker.session.timeout.ms", "metadata.max.idle.interval.ms",
-                                    "unclean.leader.election.enable", "delete.topic.enable",
+                                    "unclean.leader.election.enable", "unclean.leader.election.interval.ms",
+                                    "delete.topic.enable",
                                     "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
                                     "leader.imbalance.per.broker.percentage")}
     return ControllerConfig.from_properties(props, cluster_id=cluster_id)
@@ -206,6 +214,10 @@ class Node:
                 await self._start_broker(nursery, client)
             await nursery.start(self.driver.run)
             log.info("node %d started (%s)", config.node_id, ",".join(sorted(config.roles)))
+            if config.is_controller and config.node_id not in {v.node_id for v in config.voters}:
+                log.info("node %d is a controller outside controller.quorum.voters: it follows the "
+                         "metadata log as an observer until `kraftctl metadata-quorum add-controller` "
+                         "makes it a voter", config.node_id)
             task_status.started()
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async for sig in signals:
@@ -225,7 +237,9 @@ class Node:
         self.metadata.leader_subscribers.append(channel.on_leader_change)
         self.lifecycle = BrokerLifecycle(config, self.cluster_id, channel, self.metadata,
                                          offline_log_dirs=lambda: self.replicas.offline_log_dirs)
-        data = self.data_path = DataPath(self.replicas)
+        data = self.data_path = DataPath(
+            self.replicas, sendfile=config["kraft.fetch.sendfile.enable"],
+            fetch_session_slots=config["max.incremental.fetch.session.cache.slots"])
         groups = self.groups = GroupCoordinatorService(config.node_id, config,
                                                        InternalTopicStore(self.replicas, OFFSETS_TOPIC))
         producer_ids = ProducerIdAllocator(channel, config.node_id, lambda: self.lifecycle.broker_epoch)
@@ -363,22 +377,51 @@ class Node:
 
             keys = sorted(rpc.API_KEYS[a] for a in ("ApiVersions", "Vote", "BeginQuorumEpoch",
                           "EndQuorumEpoch", "Fetch", "FetchSnapshot", "DescribeQuorum",
-                          "DescribeCluster", "DescribeConfigs")) + sorted(
+                          "DescribeCluster", "DescribeConfigs", "AddRaftVoter", "RemoveRaftVoter")) + sorted(
                 rpc.API_KEYS[a] for a in _controller_apis())
             return {"error_code": 0, "api_keys": [
                 {"api_key": k, "min_version": codec.versions_of(rpc.API_NAMES[k]).lo,
                  "max_version": codec.versions_of(rpc.API_NAMES[k]).hi} for k in keys]}
         if api == "DescribeQuorum":
             return self.driver.describe_quorum()
+        if api in ("AddRaftVoter", "RemoveRaftVoter"):
+            return await self._change_voters(api, request.body)
         if api == "DescribeCluster":
             leader = self.driver.describe_quorum()["topics"][0]["partitions"][0]["leader_id"]
-            return describe_controllers(request.body, self.cluster_id, self.voters, leader)
+            voters = self.driver.current_voters() if isinstance(self.driver, RaftDriver) else self.voters
+            return describe_controllers(request.body, self.cluster_id, voters, leader)
         if api == "DescribeConfigs":  # a controller's own config (kafka-configs --bootstrap-controller)
             from broker.config_defaults import describe_resource
 
             return {"results": [describe_resource(self.config, self.controller.controller.image, res)
                                 for res in request.body["resources"]]}
         return await self.controller.handle(api, request.version, request.body)
+
+    async def _change_voters(self, api: str, body: dict) -> dict:
+        """AddRaftVoter / RemoveRaftVoter (KIP-853), answered by the quorum leader once the
+        new voter set is committed."""
+        from kraft.raft.record_codec import Voter
+
+        def answer(error, message=None):
+            return {"throttle_time_ms": 0, "error_code": int(error), "error_message": message}
+
+        if not isinstance(self.driver, RaftDriver):
+            return answer(ErrorCode.UNSUPPORTED_VERSION, "controller.quorum.engine=pysyncobj has a static voter set")
+        if body.get("cluster_id") not in (None, self.cluster_id):
+            return answer(ErrorCode.INCONSISTENT_CLUSTER_ID, f"this is cluster {self.cluster_id}")
+        if api == "RemoveRaftVoter":
+            error, message = await self.driver.remove_voter(body["voter_id"], body["voter_directory_id"], timeout_s=30)
+            return answer(error, message)
+        listeners = [lst for lst in body["listeners"] if lst["name"] in self.config.controller_listener_names] or \
+            body["listeners"]
+        if not listeners:
+            return answer(ErrorCode.INVALID_REQUEST, "AddRaftVoter names no listener of the new controller")
+        endpoint = listeners[0]
+        voter = Voter(body["voter_id"], body["voter_directory_id"], endpoint["host"], endpoint["port"],
+                      endpoint["name"])
+        timeout_s = max(1.0, min(body.get("timeout_ms") or 30000, 120000) / 1000)
+        error, message = await self.driver.add_voter(voter, timeout_s)
+        return answer(error, message)
 
     async def shutdown(self) -> None:
         if self.lifecycle is not None:

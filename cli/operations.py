@@ -1,6 +1,7 @@
 """Operators' tools with the flags and JSON of Kafka's: ``kraftctl delete-records``
 (kafka-delete-records.sh), ``leader-election`` (kafka-leader-election.sh), ``log-dirs``
-(kafka-log-dirs.sh) and ``cluster-tool unregister`` (kafka-cluster.sh unregister)."""
+(kafka-log-dirs.sh), ``cluster-tool unregister`` (kafka-cluster.sh unregister) and
+``reassign-partitions`` (kafka-reassign-partitions.sh, with its replication throttles)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import click
 
 from cli.admin_client import AdminClient, AdminError, error_name
 from cli.topics import fail
+from kraft.quotas.replication import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+
+ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"  # stored only (one log dir)
 
 PREFERRED, UNCLEAN = 0, 1
 
@@ -328,9 +332,19 @@ def _names(keys) -> str:
 @click.option("--broker-list", help="Comma-separated broker ids for --generate.")
 @click.option("--reassignment-json-file", type=click.Path(dir_okay=False),
               help='{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [4, 5, 6]}]}')
+@click.option("--throttle", type=int, default=-1, show_default=False,
+              help="--execute: throttle the replication of the moving partitions to this many bytes/s "
+                   "(the throttled-replicas topic configs and the brokers' throttled rates; --verify "
+                   "removes them once the reassignment is done). With --additional: change it.")
+@click.option("--replica-alter-log-dirs-throttle", type=int, default=-1,
+              help="Not supported: kraft keeps one log directory per broker.")
+@click.option("--additional", is_flag=True,
+              help="--execute while other reassignments are under way (or to change their --throttle).")
+@click.option("--preserve-throttles", is_flag=True, help="--verify / --cancel: leave the throttles as they are.")
 @click.option("--command-config", type=click.Path(dir_okay=False), default=None)
 def reassign_partitions_command(bootstrap_server, generate, execute, verify, cancel, list_,
-                                topics_to_move_json_file, broker_list, reassignment_json_file, command_config):
+                                topics_to_move_json_file, broker_list, reassignment_json_file, throttle,
+                                replica_alter_log_dirs_throttle, additional, preserve_throttles, command_config):
     """Move partitions between brokers (kafka-reassign-partitions.sh): new replicas catch up
     and join the ISR before the old ones leave."""
     actions = [name for name, on in (("--generate", generate), ("--execute", execute), ("--verify", verify),
@@ -338,6 +352,13 @@ def reassign_partitions_command(bootstrap_server, generate, execute, verify, can
     if len(actions) != 1:
         fail("give exactly one of --generate, --execute, --verify, --cancel and --list")
     action = actions[0]
+    if replica_alter_log_dirs_throttle >= 0:
+        fail("--replica-alter-log-dirs-throttle is not supported: kraft keeps one log directory per broker, "
+             "so no replica moves between a broker's log directories (use --throttle for moves between brokers)")
+    if (throttle >= 0 or additional) and action != "--execute":
+        fail("--throttle and --additional go with --execute")
+    if preserve_throttles and action not in ("--verify", "--cancel"):
+        fail("--preserve-throttles goes with --verify or --cancel")
     if action == "--generate" and not (topics_to_move_json_file and broker_list):
         fail("--generate needs --topics-to-move-json-file and --broker-list")
     if action in ("--execute", "--verify", "--cancel") and not reassignment_json_file:
@@ -355,6 +376,10 @@ def reassign_partitions_command(bootstrap_server, generate, execute, verify, can
         else:
             targets = _reassignment_file(reassignment_json_file)
             if action == "--execute":
+                ongoing = _ongoing(admin)
+                if ongoing and not additional:
+                    fail(f"Cannot execute: reassignments are under way ({_names(ongoing)}). Give --additional to "
+                         "start this one beside them, or to change their throttle by submitting them again.")
                 current = _assignment(admin, [t for t, _ in targets])
                 missing = [k for k in targets if k not in current]
                 if missing:
@@ -362,28 +387,107 @@ def reassign_partitions_command(bootstrap_server, generate, execute, verify, can
                 click.echo("Current partition replica assignment\n")
                 click.echo(_assignment_json({k: current[k] for k in targets}))
                 click.echo("\nSave this to use as the --reassignment-json-file option during rollback")
+                if throttle >= 0:
+                    click.echo("Warning: the throttle stays until --verify finds the reassignment complete: "
+                               "run --verify until it does.")
+                    _set_throttles(admin, _moves(ongoing, targets, current), throttle)
                 errors = _alter(admin, targets)
                 _report("started partition reassignments", targets, errors)
             elif action == "--cancel":
                 errors = _alter(admin, {k: None for k in targets})
-                _report("cancelled partition reassignments", targets, errors)
+                _report("cancelled partition reassignments", targets, errors, exit_on_error=False)
+                if not errors and not preserve_throttles:
+                    _clear_throttles(admin, targets)  # as Kafka's --cancel
+                if errors:
+                    raise SystemExit(1)
             else:
-                _verify(admin, targets)
+                _verify(admin, targets, preserve_throttles)
     except AdminError as exc:
         fail(str(exc))
 
 
-def _report(what: str, targets, errors: dict) -> None:
+def _report(what: str, targets, errors: dict, exit_on_error: bool = True) -> None:
     done = [k for k in targets if k not in errors]
     if done:
         click.echo(f"Successfully {what} for {_names(done)}")
     if errors:
         for (t, p), message in sorted(errors.items()):
             click.echo(f"Error for {t}-{p}: {message}", err=True)
-        raise SystemExit(1)
+        if exit_on_error:
+            raise SystemExit(1)
 
 
-def _verify(admin: AdminClient, targets) -> None:
+# Replication throttles, as kafka-reassign-partitions.sh sets them: on each moving partition's
+# topic, the leader side throttles its current replicas (any may lead while it moves) and the
+# follower side its new ones; every broker of the moves gets the rate on both sides.  Only
+# replicas outside the ISR are ever held back (kraft.quotas.replication).
+
+def _moves(ongoing: dict, targets: dict, current: dict) -> dict[str, dict[int, tuple[set, set]]]:
+    """topic -> partition -> (sources, destinations): the reassignments under way and the
+    ones proposed (Kafka's calculateProposedMoveMap)."""
+    moves: dict[str, dict[int, tuple[set, set]]] = {}
+    for (t, p), r in ongoing.items():
+        adding = set(r["adding_replicas"])
+        moves.setdefault(t, {})[p] = (set(r["replicas"]) - adding, adding)
+    for (t, p), replicas in targets.items():
+        by_partition = moves.setdefault(t, {})
+        sources = by_partition[p][0] if p in by_partition else set(current[(t, p)])
+        by_partition[p] = (sources, set(replicas) - sources)
+    return moves
+
+
+def _pairs(by_partition: dict, side: int) -> str:
+    return ",".join(f"{p}:{b}" for p, moved in sorted(by_partition.items()) for b in sorted(moved[side]))
+
+
+def _alter_configs(admin: AdminClient, resources: list[dict]) -> None:
+    """IncrementalAlterConfigs of ``resources``; an error on one is an AdminError (an
+    unknown topic, deleted meanwhile, is passed over)."""
+    if not resources:
+        return
+    resp = admin.call("IncrementalAlterConfigs", {"resources": resources, "validate_only": False})
+    for r in resp["responses"]:
+        code = r["error_code"]
+        if code and not (r["resource_type"] == 2 and error_name(code) == "UNKNOWN_TOPIC_OR_PARTITION"):
+            kind = "topic" if r["resource_type"] == 2 else "broker"
+            raise AdminError(f"cannot alter the throttles of {kind} {r['resource_name']}: {error_name(code)}"
+                             + (f" ({r['error_message']})" if r.get("error_message") else ""))
+
+
+def _set_throttles(admin: AdminClient, moves: dict, rate: int) -> None:
+    set_op = 0
+    _alter_configs(admin, [{"resource_type": 2, "resource_name": topic, "configs": [
+        {"name": LEADER_REPLICAS, "config_operation": set_op, "value": _pairs(by_partition, 0)},
+        {"name": FOLLOWER_REPLICAS, "config_operation": set_op, "value": _pairs(by_partition, 1)}]}
+        for topic, by_partition in sorted(moves.items())])
+    brokers = sorted({b for by_partition in moves.values() for moved in by_partition.values()
+                      for side in moved for b in side})
+    _alter_configs(admin, [{"resource_type": 4, "resource_name": str(b), "configs": [
+        {"name": key, "config_operation": set_op, "value": str(rate)} for key in (LEADER_RATE, FOLLOWER_RATE)]}
+        for b in brokers])
+    click.echo(f"The inter-broker throttle limit was set to {rate} B/s")
+
+
+def _clear_throttles(admin: AdminClient, targets: dict) -> None:
+    """Kafka's clearAllThrottles: the rates of every live broker and every broker named in the
+    plan, and the throttled replicas of the plan's topics (which brokers were sources of
+    earlier moves is not known any more)."""
+    delete_op = 1
+    brokers = {b["node_id"] for b in admin.metadata([])["brokers"]} | {b for r in targets.values() for b in r}
+    click.echo(f"Clearing broker-level throttles on broker{'s' if len(brokers) != 1 else ''} "
+               f"{','.join(map(str, sorted(brokers)))}")
+    _alter_configs(admin, [{"resource_type": 4, "resource_name": str(b), "configs": [
+        {"name": key, "config_operation": delete_op, "value": None} for key in (LEADER_RATE, FOLLOWER_RATE,
+                                                                                ALTER_LOG_DIRS_RATE)]}
+        for b in sorted(brokers)])
+    topics = sorted({t for t, _ in targets})
+    click.echo(f"Clearing topic-level throttles on topic{'s' if len(topics) != 1 else ''} {','.join(topics)}")
+    _alter_configs(admin, [{"resource_type": 2, "resource_name": t, "configs": [
+        {"name": key, "config_operation": delete_op, "value": None} for key in (LEADER_REPLICAS, FOLLOWER_REPLICAS)]}
+        for t in topics])
+
+
+def _verify(admin: AdminClient, targets, preserve_throttles: bool = False) -> None:
     ongoing = _ongoing(admin)
     current = _assignment(admin, [t for t, _ in targets])
     click.echo("Status of partition reassignment:")
@@ -398,6 +502,9 @@ def _verify(admin: AdminClient, targets) -> None:
             pending = True
             click.echo(f"There is no active reassignment of partition {t}-{p}, but replica set is "
                        f"{current.get((t, p))} rather than {replicas}.")
+    if not ongoing and not preserve_throttles:
+        # As Kafka's --verify: once no reassignment is under way in the cluster.
+        _clear_throttles(admin, targets)
     if pending:
         raise SystemExit(1)
 

@@ -41,6 +41,7 @@ TOOLS = {
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
     "kafka-storage": "kafka.tools.StorageTool",
     "kafka-server-start": "kafka.Kafka",
 }

@@ -128,13 +128,30 @@ class LocalCluster:
                 self.nodes[node_id].extra_ports = {name: free_port(h) for name in list(security.listener_protocols)[1:]}
         if security is not None:
             security.prepare(self.base_dir / "certs", sorted(set(hosts)))
+        # The static controller.quorum.voters every node is configured with; controllers
+        # added later (add_controller_node) join the quorum through AddRaftVoter instead.
+        # (Read when configs are written: a backend may move hosts and ports after this.)
+        self._static_voters = [n.node_id for n in self.nodes.values() if n.is_controller]
 
     # -- layout -------------------------------------------------------------------------
 
     @property
     def voters(self) -> str:
         return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}"
-                        for n in self.nodes.values() if n.is_controller)
+                        for n in (self.nodes[i] for i in self._static_voters))
+
+    def add_controller_node(self, host: str | None = None) -> NodeSpec:
+        """A new controller-only node, configured and formatted but not started: it follows
+        the metadata log as an observer until ``kraftctl metadata-quorum add-controller``."""
+        node_id = max(self.nodes) + 1
+        h = host or next(iter(self.nodes.values())).host
+        node = NodeSpec(node_id, ("controller",), h, None, free_port(h), self.base_dir / f"node{node_id}",
+                        metrics_port=free_port(h))
+        self.nodes[node_id] = node
+        node.directory.mkdir(parents=True, exist_ok=True)
+        node.config_path.write_text(format_properties(self.properties(node)))
+        self._format_node(node)
+        return node
 
     @property
     def bootstrap_servers(self) -> str:
@@ -190,14 +207,17 @@ class LocalCluster:
     def format(self) -> None:
         self.write_configs()
         for node in self.nodes.values():
-            result = subprocess.run(
-                [sys.executable, "-m", "cli.main", "format", "--config", str(node.config_path),
-                 "--cluster-id", self.cluster_id, "--ignore-formatted",
-                 *(self.security.format_args() if self.security is not None else ())],
-                capture_output=True, text=True, timeout=120,
-            )
-            if result.returncode != 0:
-                raise RuntimeError(f"formatting node {node.node_id} failed: {result.stderr.strip()}")
+            self._format_node(node)
+
+    def _format_node(self, node: NodeSpec) -> None:
+        result = subprocess.run(
+            [sys.executable, "-m", "cli.main", "format", "--config", str(node.config_path),
+             "--cluster-id", self.cluster_id, "--ignore-formatted",
+             *(self.security.format_args() if self.security is not None else ())],
+            capture_output=True, text=True, timeout=120,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"formatting node {node.node_id} failed: {result.stderr.strip()}")
 
     # -- processes ----------------------------------------------------------------------
 

@@ -110,6 +110,9 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("auto.create.topics.enable", "bool", True),
     _K("delete.topic.enable", "bool", True),
     _K("unclean.leader.election.enable", "bool", False),
+    # How often the active controller elects leaders for leaderless partitions of topics
+    # where unclean.leader.election.enable became true (Kafka's internal key, same default)
+    _K("unclean.leader.election.interval.ms", "int", 300000, validate=_at_least(1)),
     _K("auto.leader.rebalance.enable", "bool", True),
     _K("leader.imbalance.check.interval.seconds", "int", 300, validate=_at_least(1)),
     _K("leader.imbalance.per.broker.percentage", "int", 10,
@@ -138,6 +141,7 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("replica.fetch.response.max.bytes", "int", 10485760, validate=_at_least(0)),
     _K("replica.fetch.wait.max.ms", "int", 500, validate=_at_least(0)),
     _K("replica.fetch.backoff.ms", "int", 1000, validate=_at_least(0)),
+    _K("max.incremental.fetch.session.cache.slots", "int", 1000, validate=_at_least(0)),
     _K("replica.high.watermark.checkpoint.interval.ms", "int", 5000, validate=_at_least(1)),
     _K("producer.id.expiration.ms", "int", 86400000, validate=_at_least(1)),
     _K("producer.id.expiration.check.interval.ms", "int", 600000, validate=_at_least(1)),
@@ -151,6 +155,9 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     # Client quotas (kraft.quotas): the windows a client's rates are measured over
     _K("quota.window.num", "int", 11, validate=_at_least(1)),
     _K("quota.window.size.seconds", "int", 1, validate=_at_least(1)),
+    # Replication quotas (kraft.quotas.replication): the windows replication rates are measured over
+    _K("replication.quota.window.num", "int", 11, validate=_at_least(1)),
+    _K("replication.quota.window.size.seconds", "int", 1, validate=_at_least(1)),
     # Groups and offsets
     _K("offsets.topic.num.partitions", "int", 50, validate=_at_least(1)),
     _K("offsets.topic.replication.factor", "int", 3, validate=_at_least(1)),
@@ -187,6 +194,7 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("kraft.unsafe.read.committed.high.watermark", "bool", False),
     _K("kraft.log.open.files.max", "int", 1024, validate=_at_least(1)),
     _K("kraft.gc.freeze.enable", "bool", True),  # kraft.loop_watchdog
+    _K("kraft.fetch.sendfile.enable", "bool", True),  # broker.file_records
     # Prometheus metrics over HTTP (kraft.metrics.exporter, docs/METRICS.md); port 0: off
     _K("kraft.metrics.port", "int", 0,
        validate=lambda v: None if 0 <= v <= 65535 else "must be a port (1-65535), or 0 for off"),
@@ -381,9 +389,12 @@ class ServerConfig:
         if not self.controller_listener_names:
             raise ConfigError("controller.listener.names: required (e.g. CONTROLLER)")
         if self.is_controller:
-            if self.node_id not in voter_ids:
+            # A controller outside the static voters is one being added (KIP-853): it follows
+            # the metadata log as an observer until AddRaftVoter makes it a voter.
+            if self.node_id not in voter_ids and self._values["controller.quorum.engine"] == "pysyncobj":
                 raise ConfigError(f"controller.quorum.voters: node.id {self.node_id} has the controller "
-                                  "role but is not among the voters")
+                                  "role but is not among the voters (controller.quorum.engine=pysyncobj "
+                                  "has a static voter set)")
             if not any(self.listener(n) for n in self.controller_listener_names):
                 raise ConfigError("listeners: a controller needs a listener named in controller.listener.names")
         elif any(self.listener(n) for n in self.controller_listener_names):

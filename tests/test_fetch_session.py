@@ -64,6 +64,21 @@ def test_sessionless_fetches_and_a_bounded_cache():
     assert len(cache) == 2
 
 
+def test_no_slots_answer_full_fetches_without_a_session():
+    # max.incremental.fetch.session.cache.slots=0: every fetch is full, session id 0, and
+    # a follower's handler keeps fetching in full.
+    cache, handler = FetchSessionCache(max_sessions=0), FetchSessionHandler()
+    positions = {("t", i): i for i in range(10)}
+    for _ in range(3):
+        sid, epoch, send, forget = handler.build(positions)
+        assert (sid, epoch, len(send)) == (0, 0, 10)
+        body, wanted, forgotten = _request(sid, epoch, send, forget)
+        ctx = cache.context(body, 12, wanted, forgotten)
+        assert (ctx.error, ctx.session, ctx.response_session_id, len(ctx.wanted)) == (ErrorCode.NONE, None, 0, 10)
+        assert handler.on_response(0, ctx.response_session_id)
+    assert len(cache) == 0
+
+
 def test_a_follower_told_only_what_changed_forgets_partitions_it_stopped_following():
     """The replica fetcher passes only the keys that changed, removed ones included: the
     session must forget those, or the leader keeps answering for them."""

@@ -5,6 +5,7 @@ The tools run from the jars bench/kafka/pom.xml pins (kraft.apache_kafka, by mai
 the tests skip, saying why, without java / mvn.  The default run checks the tools that
 needed a fix in kraft; ``-m slow`` runs every row of the table."""
 
+import json
 import re
 import uuid
 
@@ -80,10 +81,46 @@ def test_metadata_quorum_tool_with_bootstrap_controller_and_server(cluster):
         status = ok(run_tool("kafka-metadata-quorum", flag, servers, "describe", "--status"))
         assert f"ClusterId:              {cluster.cluster_id}" in status
         assert re.search(r"LeaderId:\s+[123]\n", status), status
-        assert 'CurrentVoters:          [{"id": 1}, {"id": 2}, {"id": 3}]' in status
+        # Each voter with its directory id and controller endpoint (DescribeQuorum v2, KIP-853).
+        voters = re.search(r"CurrentVoters:\s+(\[.*\])\n", status)
+        assert voters, status
+        listed = json.loads(voters.group(1))
+        assert [v["id"] for v in listed] == [1, 2, 3], status
+        assert all(len(v["directoryId"]) == 22 and v["endpoints"][0].startswith("CONTROLLER://")
+                   for v in listed), status
     replication = ok(run_tool("kafka-metadata-quorum", "--bootstrap-controller", controllers(cluster),
                               "describe", "--replication"))
     assert len(re.findall(r"\t(Leader|Follower)\s*\t", replication)) == 3, replication
+
+
+def test_reassign_partitions_with_a_throttle_and_verify_clearing_it(cluster, tmp_path):
+    """kafka-reassign-partitions --execute --throttle sets the throttled replicas and rates,
+    --verify deletes them, replica.alter.log.dirs.io.max.bytes.per.second included (kraft
+    refused that key as unknown, so the tool's --verify failed)."""
+    kafka_libs()
+    bs = cluster.bootstrap_servers
+    topic = f"reassign-{uuid.uuid4().hex[:8]}"
+    ok(run_tool("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", topic,
+                "--replica-assignment", "1:2"))
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"version": 1, "partitions": [{"topic": "%s", "partition": 0, "replicas": [1, 2, 3]}]}' % topic)
+    out = ok(run_tool("kafka-reassign-partitions", "--bootstrap-server", bs, "--reassignment-json-file", str(plan),
+                      "--execute", "--throttle", "50000000"))
+    assert "The inter-broker throttle limit was set to 50000000 B/s" in out
+    described = ok(run_tool("kafka-configs", "--bootstrap-server", bs, "--describe", "--entity-type", "topics",
+                            "--entity-name", topic))
+    assert "leader.replication.throttled.replicas=0:1,0:2" in described
+    assert "follower.replication.throttled.replicas=0:3" in described
+
+    def verified():
+        out = ok(run_tool("kafka-reassign-partitions", "--bootstrap-server", bs, "--reassignment-json-file",
+                          str(plan), "--verify"))
+        return "Clearing topic-level throttles on topic" in out and out
+    assert "Clearing broker-level throttles on brokers 1,2,3" in wait_until(verified, timeout_s=60, interval_s=1)
+    assert "throttled" not in ok(run_tool("kafka-configs", "--bootstrap-server", bs, "--describe",
+                                          "--entity-type", "topics", "--entity-name", topic))
+    assert "throttled" not in ok(run_tool("kafka-configs", "--bootstrap-server", bs, "--describe",
+                                          "--entity-type", "brokers", "--entity-name", "3"))
 
 
 @pytest.mark.slow

@@ -180,6 +180,32 @@ def test_unclean_election_enabled_by_topic_config():
     assert (p.leader, p.isr, p.leader_recovery_state) == (2, (2,), 1)
 
 
+def test_the_periodic_check_elects_where_a_topic_enabled_unclean_election():
+    """Kafka's maybeElectUncleanLeaders: the live replica outside the ISR needs no broker
+    event; every ``unclean.leader.election.interval.ms`` the controller elects it for the
+    topics that allow it, and leaves the others leaderless."""
+    h = Harness(unclean_leader_election_interval_ms=1000, max_idle_interval_ms=0)
+    h.add_brokers({1: None, 2: None})
+    for name in ("t", "strict"):
+        h.create_topic(name, assignments=[{"partition_index": 0, "broker_ids": [1, 2]}],
+                       num_partitions=-1, rf=-1)
+    h.heartbeat(2, want_fence=True)  # ISR [1]
+    h.heartbeat(1, want_fence=True)  # ISR stays [1], no leader
+    h.heartbeat(2)  # broker 2 is back, outside the ISR
+    assert h.partition("t").leader == h.partition("strict").leader == -1
+    h.tick()  # the check's clock starts
+    h.send("IncrementalAlterConfigs", {"resources": [{
+        "resource_type": 2, "resource_name": "t",
+        "configs": [{"name": "unclean.leader.election.enable", "config_operation": 0, "value": "true"}]}]})
+    assert h.tick(999).records == ()
+    assert h.partition("t").leader == -1
+    h.tick(1)
+    p = h.partition("t")
+    assert (p.leader, p.isr, p.leader_recovery_state) == (2, (2,), 1)
+    assert h.partition("strict").leader == -1
+    assert h.tick(1000).records == ()  # nothing left to elect
+
+
 def test_unclean_election_enabled_by_cluster_broker_config():
     h = _leaderless_with_live_replica()
     h.send("IncrementalAlterConfigs", {"resources": [{

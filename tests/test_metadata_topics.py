@@ -118,6 +118,12 @@ def test_fenced_brokers_do_not_count_for_replication(h):
     ([{"name": "min.insync.replicas", "value": "0"}], E.INVALID_CONFIG),
     ([{"name": "retention.ms", "value": None}], E.INVALID_CONFIG),
     ([{"name": "cleanup.policy", "value": "compact,delete"}, {"name": "min.insync.replicas", "value": "2"}], E.NONE),
+    # Kafka's ThrottledReplicaListValidator: "*" alone, or partition:broker pairs
+    ([{"name": "leader.replication.throttled.replicas", "value": "0:1, 1:2"}], E.NONE),
+    ([{"name": "follower.replication.throttled.replicas", "value": "*"}], E.NONE),
+    ([{"name": "leader.replication.throttled.replicas", "value": "*,0:1"}], E.INVALID_CONFIG),
+    ([{"name": "follower.replication.throttled.replicas", "value": "0-1"}], E.INVALID_CONFIG),
+    ([{"name": "follower.replication.throttled.replicas", "value": "0:x"}], E.INVALID_CONFIG),
 ])
 def test_topic_config_validation(h, configs, code):
     assert h.create_topic("t", configs=configs)["error_code"] == code

@@ -1,6 +1,7 @@
-"""kraft.quotas: Kafka's windowed rate, which entity's quota applies (its order of
+"""kraft.quotas: Kafka's windowed rates, which entity's quota applies (its order of
 precedence), and the throttle times the manager decides, including a model of a greedy
-producer under a quota (what the process tests in test_client_quotas_processes.py measure)."""
+producer under a quota (what the process tests in test_client_quotas_processes.py measure);
+replication quotas (test_replication_throttle_processes.py runs them on real nodes)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 
 from kraft.quotas.entities import entity, precedence, resolve, shared_by
 from kraft.quotas.manager import ClientQuotaManager
-from kraft.quotas.rate import SampledRate
+from kraft.quotas.rate import SampledRate, SimpleRate
+from kraft.quotas.replication import ALL_REPLICAS, ReplicationQuota, parse_rate, throttled_partitions
 
 P = "producer_byte_rate"
 
@@ -122,3 +124,41 @@ def test_a_greedy_producer_averages_its_quota():
     eleven = twenty_second_rates(11)
     assert min(eleven) < 0.75 and max(eleven) > 1.15
     assert 0.9 < sum(eleven) / len(eleven) < 1.1
+
+
+# ---------------------------------------------------------------- replication quotas
+
+
+def test_simple_rate_counts_from_the_first_value_not_ten_windows_before():
+    rate = SimpleRate(samples=11, window_ms=1000)
+    rate.record(3000, 0)
+    assert rate.rate(0) == 3000.0  # one window at least: a burst is a high rate at once
+    assert rate.rate(3000) == 1000.0
+    assert rate.peek(3000) == 1000.0  # the same, read without purging
+    assert rate.rate(20_000) == 0.0 and rate.peek(20_000) == 0.0  # every window expired
+
+
+def test_throttled_replicas_name_partitions_of_one_broker_or_all():
+    assert throttled_partitions("0:1,1:2, 2:1", 1) == {0, 2}
+    assert throttled_partitions("0:1,1:2", 3) == frozenset()
+    assert throttled_partitions(" * ", 3) == ALL_REPLICAS
+    assert throttled_partitions("0:1,bad", 1) == frozenset()  # never throttle on a value we cannot read
+    assert parse_rate(None) is None and parse_rate(str(2**63 - 1)) is None and parse_rate("x") is None
+    assert parse_rate("1048576") == 1048576
+
+
+def test_a_replication_quota_throttles_listed_partitions_while_over_its_bound():
+    quota = ReplicationQuota(samples=11, window_ms=1000)
+    quota.update(1000, {"t": frozenset({0}), "u": ALL_REPLICAS, "v": frozenset()})
+    assert quota.active and quota.is_throttled("t", 0) and quota.is_throttled("u", 7)
+    assert not quota.is_throttled("t", 1) and not quota.is_throttled("v", 0) and not quota.is_throttled("w", 0)
+    assert not quota.is_quota_exceeded(0)
+    quota.record(1000, 0)
+    assert not quota.is_quota_exceeded(0)  # at the bound, not over it (Kafka's Quota.acceptable)
+    quota.record(1, 0)
+    assert quota.is_quota_exceeded(0) and quota.is_quota_exceeded(1000)
+    assert not quota.is_quota_exceeded(1100)  # 1001 bytes over 1.1 s
+    quota.update(None, {"t": frozenset({0})})  # unbounded: the rate is still measured
+    assert not quota.is_quota_exceeded(0) and quota.byte_rate(1001) == pytest.approx(1000)
+    quota.update(1000, {})
+    assert not quota.active

@@ -104,6 +104,11 @@ def test_single_voter_elects_itself_and_commits():
     n = node(1, (1,))
     assert n.role is Role.UNATTACHED
     n.tick(2 * T)
+    # It leads only once its vote for itself is durable: a crash could take the vote back.
+    assert n.role is Role.CANDIDATE and n.epoch == 1
+    rd = n.ready()
+    assert rd.hard_state == HardState(1, 1, NO_LEADER) and not rd.entries
+    n.advance(rd)
     assert n.role is Role.LEADER and n.epoch == 1
     offset, epoch = n.propose([b"a", b"b"])
     assert (offset, epoch) == (2, 1)  # offset 0 holds the LeaderChange record
@@ -206,17 +211,29 @@ def test_stale_epoch_vote_is_fenced():
     assert env.message.leader_epoch == 5
 
 
-def test_observers_never_vote():
+def test_observers_never_run_and_vote_only_when_asked():
+    """An observer never starts an election.  Asked for its vote, it answers on the merits
+    and makes the vote durable: the candidate counts it because a VotersRecord the observer
+    has not fetched yet added it (KIP-853 grants such votes too).  A replica that lost its
+    disk (observer_only) abstains."""
     n = node(4, (1, 2, 3))
     assert not n.is_voter
+    n.tick(100 * T)
+    assert n.role in (Role.UNATTACHED, Role.FOLLOWER)
+    assert not n.has_ready() or n.ready().hard_state is None
+    n = node(4, (1, 2, 3))
     n.step(vote(2, 4, 1, 0, 0))
     msgs, readies = replies(n)
     (env,) = [m for m in msgs if isinstance(m.message, VoteResponse)]
+    assert env.message.vote_granted
+    msgs = []
+    assert [rd.hard_state for rd in readies if rd.hard_state] == [HardState(1, 2, NO_LEADER)]
+    lost = RaftNode(RaftConfig(3, frozenset({1, 2, 3}), observer_only=True), Random(0))
+    lost.step(vote(2, 3, 1, 0, 0))
+    msgs, _ = replies(lost)
+    (env,) = [m for m in msgs if isinstance(m.message, VoteResponse)]
     assert not env.message.vote_granted
     assert env.message.error_code is Errors.INCONSISTENT_VOTER_SET
-    n.tick(100 * T)
-    assert n.role in (Role.UNATTACHED, Role.FOLLOWER)
-    assert all(rd.hard_state is None for rd in readies)
 
 
 # ---------------------------------------------------------------- pre-vote (KIP-996)
@@ -483,6 +500,7 @@ def test_fetch_with_an_old_epoch_is_fenced():
 def test_snapshot_trims_the_log_and_is_persisted():
     n = node(1, (1,))
     n.tick(2 * T)
+    drain(n)  # its vote for itself becomes durable: now it leads
     for i in range(5):
         n.propose([b"%d" % i])
     drain(n)
@@ -541,6 +559,7 @@ def test_restart_from_persisted_state():
     disk = Disk()
     n = RaftNode(RaftConfig(1, frozenset({1})), Random(0))
     n.tick(2 * T)
+    drain(n, disk)
     for i in range(4):
         n.propose([b"%d" % i])
     drain(n, disk)
@@ -555,6 +574,8 @@ def test_restart_from_persisted_state():
     assert rd.load_snapshot == disk.snapshot  # the state machine starts from the snapshot
     again.advance(rd)
     again.tick(5 * T)
+    assert again.role is Role.CANDIDATE  # leads once the vote for itself is durable
+    again.advance(again.ready())
     assert again.role is Role.LEADER and again.epoch == n.epoch + 1
     _, committed, _ = drain(again, disk)
     records = [r for b in committed for r in b.records]

@@ -28,6 +28,7 @@ from prometheus_client.exposition import start_http_server
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from kraft import clock
 from kraft.metrics.stats import LOG_FLUSH_MS, QUANTILES, Histogram, RequestMetrics, error_name
 
 log = logging.getLogger(__name__)
@@ -214,6 +215,8 @@ def broker_families(node, now: float):
         family = counter(f"kafka.server:type=BrokerTopicMetrics,name={kafka_name}", doc)
         family.add_metric([], value)
         yield family
+    yield from replication_quota_families(replicas.replication_quotas)
+    yield from _zero_copy_families()
     yield from replica_manager_families(node)
     yield from _metadata_families(node)
     yield from _fetch_session_families(node)
@@ -222,6 +225,29 @@ def broker_families(node, now: float):
                   "Kafka's BrokerState: 1 starting, 3 running (serving clients)")
     state.add_metric([], BROKER_RUNNING if node.ready.is_set() else BROKER_STARTING)
     yield state
+
+
+def replication_quota_families(quotas):
+    """Kafka's replication quota sensors: the bytes/s of throttled partitions (in the ISR or
+    not) this broker sent as a leader and fetched as a follower, over the quota's windows."""
+    now_ms = clock.monotonic_ms()
+    for kind, quota, doc in (("LeaderReplication", quotas.leader, "sent to followers of throttled replicas"),
+                             ("FollowerReplication", quotas.follower, "fetched for throttled replicas")):
+        rate = gauge(f"kafka.server:type={kind},name=byte-rate", f"Bytes per second {doc}")
+        rate.add_metric([], quota.byte_rate(now_ms))
+        yield rate
+
+
+def _zero_copy_families():
+    """How fetched record bytes left (broker.file_records): kraft's own, Kafka has none."""
+    from broker.file_records import STATS
+    for name, value, doc in (
+            ("SendfileBytesPerSec", STATS.sendfile_bytes, "Fetched record bytes sent by sendfile (zero copy)"),
+            ("SendfileCallsPerSec", STATS.sendfile_calls, "sendfile calls made for fetched records"),
+            ("CopiedBytesPerSec", STATS.copied_bytes, "Fetched record bytes read into memory to be sent")):
+        family = counter(f"kraft.network:type=FetchRecords,name={name}", doc)
+        family.add_metric([], value)
+        yield family
 
 
 def _add_unlabelled(family: Metric, value) -> None:

@@ -211,6 +211,8 @@ def _element_writer(f: Field, version: int, flexible: bool):
         return _FIXED_WRITERS[t]
     if t == "string":
         return lambda out, v: p.write_string(out, v, flexible)
+    if t == "records":
+        return lambda out, v: p.write_records(out, v, flexible)
     return lambda out, v: p.write_bytes(out, v, flexible)
 
 

@@ -10,7 +10,7 @@ import struct
 
 from kraft.protocol.errors import FrameTooLarge
 
-_SIZE = struct.Struct(">i")
+SIZE = struct.Struct(">i")
 
 # Kafka's socket.request.max.bytes default.
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
@@ -18,7 +18,7 @@ DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
 
 def frame(payload) -> bytes:
     """Prefix ``payload`` with its int32 size."""
-    return _SIZE.pack(len(payload)) + bytes(payload)
+    return SIZE.pack(len(payload)) + bytes(payload)
 
 
 class FrameDecoder:
@@ -42,7 +42,7 @@ class FrameDecoder:
         if len(buf) - pos < 4:
             self._compact()
             return None
-        (size,) = _SIZE.unpack_from(buf, pos)
+        (size,) = SIZE.unpack_from(buf, pos)
         if size < 0 or size > self.max_frame_bytes:
             raise FrameTooLarge(
                 f"frame size {size} is outside [0, {self.max_frame_bytes}] "

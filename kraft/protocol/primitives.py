@@ -217,3 +217,36 @@ def write_bytes(out: bytearray, v, compact: bool) -> None:
         return
     write_length(out, len(v), compact, True)
     out += v
+
+
+class SplicedRecords:
+    """Record bytes that are not in memory (a slice of a segment file): the encoder writes
+    their length and leaves a hole for them, which the sender fills (``sendfile``).
+    ``size`` is the exact number of bytes the hole stands for."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+
+class SplicingBuffer(bytearray):
+    """An output buffer that may hold holes: ``holes`` lists (offset in the buffer,
+    ``SplicedRecords``), in order.  Only records may be holes."""
+
+    def __init__(self):
+        super().__init__()
+        self.holes: list[tuple[int, SplicedRecords]] = []
+
+
+def write_records(out: bytearray, v, compact: bool) -> None:
+    if not isinstance(v, SplicedRecords):
+        write_bytes(out, v, compact)
+        return
+    if not isinstance(out, SplicingBuffer):  # e.g. a tagged field's own buffer
+        raise TypeError("spliced records can only be written into a SplicingBuffer")
+    write_length(out, v.size, compact, True)
+    out.holes.append((len(out), v))

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from kraft.protocol import codec
 from kraft.protocol.error_codes import ErrorCode
 from kraft.protocol.errors import MalformedMessage, UnknownApiKey, UnsupportedVersion
-from kraft.protocol.framing import frame
-from kraft.protocol.primitives import Reader
+from kraft.protocol.framing import SIZE as _SIZE, frame
+from kraft.protocol.primitives import Reader, SplicingBuffer
 from kraft.protocol.tables import TABLE
 
 API_NAMES: dict[int, str] = {key: name for name, key in TABLE.apis.items()}
@@ -113,6 +113,28 @@ def encode_response(api: str, version: int, correlation_id: int, body: dict) -> 
                       {"correlation_id": correlation_id})
     codec.encode_into(out, api, "response", version, body)
     return frame(out)
+
+
+def encode_response_spliced(api: str, version: int, correlation_id: int, body: dict) -> list:
+    """A whole framed response as pieces to send in order: ``bytes``, and the body's
+    ``SplicedRecords`` where they go (the size prefix counts them).  A body without any is
+    one piece, the same bytes as ``encode_response``."""
+    out = SplicingBuffer()
+    codec.encode_into(out, "ResponseHeader", "header", response_header_version(api, version),
+                      {"correlation_id": correlation_id})
+    codec.encode_into(out, api, "response", version, body)
+    if not out.holes:
+        return [frame(out)]
+    size = len(out) + sum(records.size for _, records in out.holes)
+    pieces: list = []
+    start = 0
+    for at, records in out.holes:
+        pieces.append(bytes(memoryview(out)[start:at]))
+        pieces.append(records)
+        start = at
+    pieces.append(bytes(memoryview(out)[start:]))
+    pieces[0] = _SIZE.pack(size) + pieces[0]
+    return [p for p in pieces if not isinstance(p, bytes) or p]
 
 
 def decode_response(api: str, version: int, payload) -> tuple[int, dict]:

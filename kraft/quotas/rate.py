@@ -57,11 +57,21 @@ class SampledRate:
     def window_size_ms(self, now_ms: float) -> float:
         """The time the rate is measured over (Kafka's ``Rate.windowSize``)."""
         self._purge(now_ms)
-        elapsed = now_ms - self._oldest(now_ms).start_ms
+        return self._span_ms(now_ms - self._oldest(now_ms).start_ms)
+
+    def _span_ms(self, elapsed: float) -> float:
         full = int(elapsed // self.window_ms)
         if full < self.samples - 1:
             elapsed += (self.samples - 1 - full) * self.window_ms
         return max(elapsed, 1.0)
+
+    def peek(self, now_ms: float) -> float:
+        """``rate`` without changing anything: for a metrics scrape from another thread,
+        which must not reset windows under the event loop's ``record``."""
+        expire_ms = self.samples * self.window_ms
+        live = [s for s in list(self._ring) if now_ms - s.last_ms < expire_ms]
+        oldest = min((s.start_ms for s in live), default=now_ms)
+        return sum(s.value for s in live) / (self._span_ms(now_ms - oldest) / 1000.0)
 
     def _current_sample(self, now_ms: float) -> _Sample:
         if not self._ring:
@@ -88,3 +98,16 @@ class SampledRate:
         for sample in self._ring:
             if now_ms - sample.last_ms >= expire_ms:
                 sample.reset(now_ms)
+
+
+class SimpleRate(SampledRate):
+    """Kafka's ``SimpleRate``, the measure of replication quotas: the sum over the time since
+    the oldest window opened, at least one window.  Unlike ``SampledRate`` it does not
+    pretend a new rate was idle for ``samples - 1`` windows before, so the first bytes of a
+    reassignment count at once and a throttled catch-up starts at the bound, not with a
+    burst ten windows long."""
+
+    __slots__ = ()
+
+    def _span_ms(self, elapsed: float) -> float:
+        return max(elapsed, self.window_ms)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 
@@ -31,9 +32,11 @@ class RaftConfig:
     fetch_snapshot_max_bytes: int = 1 << 20
     tick_ms: int = 50  # what tick() without an argument advances the clock by
     observer_only: bool = False
+    directory_id: uuid.UUID | None = None  # this replica's metadata directory (meta.properties)
     unsafe_skip_vote_fsync: bool = False  # vote grants leave before the vote is durable
     unsafe_skip_vote_log_check: bool = False  # grant votes without comparing logs
     unsafe_count_unsynced_leo: bool = False  # the leader counts its unsynced log end offset
+    unsafe_concurrent_voter_changes: bool = False  # a voter change before the last one commits
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "voters", frozenset(self.voters))

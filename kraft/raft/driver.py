@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from random import Random
 from typing import Protocol
@@ -31,9 +32,13 @@ from kraft.metrics.stats import RaftMetrics
 from kraft.raft import wire
 from kraft.raft.config import RaftConfig
 from kraft.raft.disk import RaftStorage
-from kraft.raft.messages import Batch, Envelope, Errors, LeaderAndEpoch, OffsetAndEpoch
-from kraft.raft.node import RaftNode
-from kraft.raft.record_codec import decode_snapshot, leader_change_record
+from kraft.raft.messages import VOTERS, Batch, Envelope, Errors, LeaderAndEpoch, OffsetAndEpoch
+from kraft.raft.node import NotLeaderError, RaftNode
+from kraft.raft.record_codec import (
+    ZERO_UUID, KafkaVotersCodec, Voter, decode_snapshot, decode_voters_record, encode_voters_record,
+    leader_change_record, snapshot_voters_record,
+)
+from kraft.raft.voters import VoterChangeError
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +75,17 @@ class RaftDriver:
         batches = storage.load_batches(snapshot.end_offset if snapshot else 0)
         self.node = RaftNode(config, rng or Random(), now_ms=0, hard_state=hard_state,
                              snapshot=snapshot, batches=batches,
-                             leader_change_record=leader_change_record)
+                             leader_change_record=leader_change_record,
+                             voters_codec=KafkaVotersCodec)
+        # Where each controller listens, and its directory id: the static voters, then every
+        # VotersRecord this node holds (KIP-853).  ``voters`` is shared with the node's
+        # controller channel, so updating it in place is how brokers find new controllers.
+        self.directory_ids: dict[int, uuid.UUID] = {}
+        if snapshot is not None:
+            self._learn_voters(snapshot_voters_record(snapshot.data))
+        for batch in batches:
+            if batch.control == VOTERS:
+                self._learn_voters(batch.records[0])
         self._incoming_ids = itertools.count(1 << 40)
         self._waiting: dict[int, list] = {}  # correlation id -> [event, response]
         self._wakeup = trio.Event()
@@ -118,8 +133,100 @@ class RaftDriver:
     def create_snapshot(self, end_offset: int, records: list[bytes]) -> None:
         from kraft.raft.record_codec import encode_snapshot
 
-        self.node.create_snapshot(end_offset, encode_snapshot(records))
+        voters_record = self.node.voters_at(end_offset).record
+        self.node.create_snapshot(end_offset, encode_snapshot(records, voters_record=voters_record))
         self._drain()
+
+    # ------------------------------------------------------------------ voters (KIP-853)
+
+    def current_voters(self) -> dict[int, PeerAddress]:
+        """The voter set in force, with each voter's controller endpoint."""
+        return {v: self.voters[v] for v in sorted(self.node.voters) if v in self.voters}
+
+    def _learn_voters(self, record: bytes | None) -> None:
+        if record is None:
+            return
+        for voter in decode_voters_record(record):
+            self.voters[voter.node_id] = PeerAddress(voter.host, voter.port)
+            if voter.directory_id != ZERO_UUID:
+                self.directory_ids[voter.node_id] = voter.directory_id
+
+    def _voters_record(self, ids, added: Voter | None = None, directories=None) -> bytes:
+        voters = []
+        for voter_id in sorted(ids):
+            if added is not None and voter_id == added.node_id:
+                voters.append(added)
+                continue
+            address = self.voters[voter_id]
+            directory = (directories or {}).get(voter_id) or self.directory_ids.get(voter_id)
+            voters.append(Voter(voter_id, directory or ZERO_UUID, address.host, address.port))
+        return encode_voters_record(voters)
+
+    def _maybe_record_directories(self) -> None:
+        """Once the leader has seen every voter's directory id (a static voter set names
+        none), it writes them into a VotersRecord: from then on a controller that comes back
+        on a new disk is not taken for the voter it was (KIP-853's replica keys)."""
+        directories = self.node.directories_to_record()
+        if directories is None or not all(v in self.voters for v in directories):
+            return
+        try:
+            offset = self.node.change_voters(frozenset(directories),
+                                             self._voters_record(directories, directories=directories))
+        except (NotLeaderError, VoterChangeError):
+            return
+        log.info("node %d: voters' directory ids recorded at offset %d", self.config.node_id, offset)
+        self._drain()
+
+    async def add_voter(self, voter: Voter, timeout_s: float) -> tuple[Errors, str | None]:
+        """AddRaftVoter on the leader: retried while refused for a retriable reason (a
+        change in flight, the joining replica still catching up) until ``timeout_s``;
+        answered once the new VotersRecord is committed."""
+        if not self.node.is_leader:
+            return Errors.NOT_LEADER_OR_FOLLOWER, "this controller is not the leader"
+        if voter.node_id in self.node.voters:
+            return Errors.DUPLICATE_VOTER, f"{voter.node_id} is already a voter"
+        return await self._change_voters(lambda: (self.node.voters | {voter.node_id}, voter),
+                                         timeout_s)
+
+    async def remove_voter(self, voter_id: int, directory_id: uuid.UUID | None,
+                           timeout_s: float) -> tuple[Errors, str | None]:
+        # The voter key must match, as in Kafka: the id, and the directory id once the voter
+        # set names one (the all-zero id names a voter whose directory was never recorded).
+        # Only the leader's latest set is the one to match: a follower's may lag behind it.
+        if not self.node.is_leader:
+            return Errors.NOT_LEADER_OR_FOLLOWER, "this controller is not the leader"
+        known = self.node.latest_voters.directory(voter_id)
+        given = None if directory_id in (None, ZERO_UUID) else directory_id
+        if voter_id not in self.node.voters or known != given:
+            return Errors.VOTER_NOT_FOUND, f"no voter {voter_id} with directory id {directory_id}"
+        return await self._change_voters(lambda: (self.node.voters - {voter_id}, None), timeout_s)
+
+    async def _change_voters(self, target, timeout_s: float) -> tuple[Errors, str | None]:
+        message = None
+        with trio.move_on_after(timeout_s):
+            while True:
+                if self.closed:
+                    return Errors.NOT_LEADER_OR_FOLLOWER, "the controller is shutting down"
+                ids, added = target()
+                self._tick()
+                try:
+                    if added is not None:
+                        self.voters[added.node_id] = PeerAddress(added.host, added.port)
+                    offset = self.node.change_voters(ids, self._voters_record(ids, added))
+                except NotLeaderError:
+                    return Errors.NOT_LEADER_OR_FOLLOWER, "this controller is not the leader"
+                except VoterChangeError as exc:
+                    if exc.error is not Errors.REQUEST_TIMED_OUT:
+                        return exc.error, str(exc)
+                    message = str(exc)
+                    await trio.sleep(0.05)
+                    continue
+                self._drain()
+                log.info("node %d: voters -> %s (VotersRecord at offset %d)",
+                         self.config.node_id, sorted(ids), offset)
+                await self.wait_committed(offset)
+                return Errors.NONE, None
+        return Errors.REQUEST_TIMED_OUT, message
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -130,6 +237,8 @@ class RaftDriver:
             while True:
                 self._tick()
                 self._drain()
+                if self.node.is_leader:
+                    self._maybe_record_directories()
                 # A fresh event after our own drain (which sets the old one): from here on
                 # only another task's input (a request, a response, a proposal) wakes us.
                 self._wakeup = trio.Event()
@@ -159,12 +268,12 @@ class RaftDriver:
     async def handle(self, api: str, body: dict) -> dict:
         """Serve a quorum request from a peer; returns the wire response body."""
         try:
-            src, request = wire.request_from_wire(api, body, self.config.voters)
+            src, request = wire.request_from_wire(api, body, self.node.voters)
         except (wire.NotRaftMessage, ValueError) as exc:  # ValueError: a message with impossible values
             return _error_response(api, Errors.INVALID_REQUEST, str(exc))
         if self.closed:
             return _error_response(api, Errors.NOT_LEADER_OR_FOLLOWER)
-        if api == "Fetch" and src not in self.config.voters:
+        if api == "Fetch" and src not in self.node.voters:
             self.observers[src] = (request.fetch_offset, self._now())
         cid = next(self._incoming_ids)
         slot = [trio.Event(), None]
@@ -189,14 +298,21 @@ class RaftDriver:
         mono = self._now()
         replicas = getattr(node, "_replicas", {}) if node.is_leader else {}
 
+        voter_set = node.latest_voters
+
         def state(replica_id, end_offset, last_fetch_ms):
             ago = mono - last_fetch_ms if last_fetch_ms > float("-inf") else None
             fetched = now - int(ago) if ago is not None else -1
+            # A voter's directory is its key's (what RemoveRaftVoter must name); an
+            # observer's the one it fetches with.
+            directory = voter_set.directory(replica_id) if replica_id in voter_set.ids else \
+                node.replica_directory(replica_id)
             return {"replica_id": replica_id, "log_end_offset": end_offset,
+                    "replica_directory_id": directory or ZERO_UUID,
                     "last_fetch_timestamp": fetched, "last_caught_up_timestamp": fetched}
 
         voters = []
-        for voter in sorted(self.config.voters):
+        for voter in sorted(node.voters):
             if voter == self.config.node_id:
                 voters.append(state(voter, node.log.end_offset, mono))
             elif voter in replicas:
@@ -204,12 +320,15 @@ class RaftDriver:
                 voters.append(state(voter, r.end_offset, r.last_fetch_ms))
             else:
                 voters.append(state(voter, -1, float("-inf")))
-        observers = [state(rid, end, last) for rid, (end, last) in sorted(self.observers.items())]
+        observers = [state(rid, end, last) for rid, (end, last) in sorted(self.observers.items())
+                     if rid not in node.voters]  # an observer that was added since
         leader = node.leader
         return {"error_code": 0, "topics": [{"topic_name": wire.METADATA_TOPIC, "partitions": [{
             "partition_index": 0, "error_code": 0, "leader_id": leader.leader_id,
             "leader_epoch": leader.epoch, "high_watermark": node.high_watermark,
-            "current_voters": voters, "observers": observers}]}]}
+            "current_voters": voters, "observers": observers}]}],
+            "nodes": [{"node_id": v, "listeners": [{"name": "CONTROLLER", "host": a.host, "port": a.port}]}
+                      for v, a in self.current_voters().items()]}
 
     # ------------------------------------------------------------------ the loop
 
@@ -227,6 +346,11 @@ class RaftDriver:
         while self.node.has_ready():
             rd = self.node.ready()
             self._persist(rd)
+            for batch in rd.entries:
+                if batch.control == VOTERS:
+                    self._learn_voters(batch.records[0])
+            if rd.snapshot is not None:
+                self._learn_voters(snapshot_voters_record(rd.snapshot.data))
             if rd.entries:  # records appended: by this leader, or fetched from the leader
                 appended = sum(len(b.records) for b in rd.entries)
                 if self.node.is_leader:
@@ -254,7 +378,7 @@ class RaftDriver:
 
     def _persist(self, rd) -> None:
         if rd.hard_state is not None:
-            self.storage.save_hard_state(rd.hard_state, self.config.voters)
+            self.storage.save_hard_state(rd.hard_state, self.node.voters)
         if rd.snapshot is not None:
             self.storage.save_snapshot(rd.snapshot)
         if rd.truncate_to is not None:

@@ -11,6 +11,7 @@ the correlation id a response shares with its request.
 from __future__ import annotations
 
 import enum
+import uuid
 from dataclasses import dataclass, field
 
 
@@ -27,9 +28,16 @@ class Errors(enum.IntEnum):
     INCONSISTENT_VOTER_SET = 94
     SNAPSHOT_NOT_FOUND = 98
     POSITION_OUT_OF_RANGE = 99
+    INVALID_VOTER_KEY = 125
+    DUPLICATE_VOTER = 126
+    VOTER_NOT_FOUND = 127
 
 
 NO_LEADER = -1
+
+# Kinds of control batch (``Batch.control``); 0 is a batch of state-machine records.
+LEADER_CHANGE = 1  # True: the LeaderChange batch a new leader writes first
+VOTERS = 2  # a VotersRecord: the voter set from here on (KIP-853)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -61,7 +69,7 @@ class Batch:
     base_offset: int
     epoch: int
     records: tuple[bytes, ...]
-    control: bool = False  # True for the LeaderChange batch a new leader writes first
+    control: int = 0  # 0, LEADER_CHANGE (True) or VOTERS
 
     def __post_init__(self) -> None:
         if not self.records:
@@ -109,6 +117,9 @@ class VoteRequest:
     last_offset_epoch: int
     last_offset: int  # the candidate's log end offset
     pre_vote: bool = False
+    # KIP-853: the receiver's directory as the candidate's voter set names it (None: unknown);
+    # a replica with another directory lost the disk that voter voted from, and abstains.
+    voter_directory_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +175,7 @@ class FetchRequest:
     last_fetched_epoch: int
     observer: bool = False
     high_watermark: int = -1  # KIP-1166: what the fetcher knows; -1 = not sent
+    directory_id: uuid.UUID | None = None  # the fetcher's metadata directory (KIP-853)
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,11 +39,12 @@ from random import Random
 from kraft.raft.config import RaftConfig
 from kraft.raft.memlog import RaftLog
 from kraft.raft.messages import (
-    NO_LEADER, Batch, BeginQuorumEpochRequest, BeginQuorumEpochResponse,
+    NO_LEADER, VOTERS, Batch, BeginQuorumEpochRequest, BeginQuorumEpochResponse,
     EndQuorumEpochRequest, EndQuorumEpochResponse, Envelope, Errors, FetchRequest,
     FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, HardState, LeaderAndEpoch,
     OffsetAndEpoch, Snapshot, VoteRequest, VoteResponse,
 )
+from kraft.raft.voters import VoterChangeError, VoterHistory, VoterSet
 
 NEVER = float("inf")
 
@@ -113,6 +114,28 @@ def default_leader_change_record(leader_id: int, epoch: int, voters: frozenset[i
     return f"LeaderChange leader={leader_id} epoch={epoch} voters={sorted(voters)}".encode()
 
 
+class PlainVotersCodec:
+    """Placeholder VotersRecord bodies (``voters=1,2,3``); the shell encodes Kafka's.
+
+    ``voters_of`` reads the ids from a record; ``snapshot_voters`` finds the record a
+    snapshot carries (None: the snapshot predates any change, the static set applies).
+    """
+
+    @staticmethod
+    def encode(ids) -> bytes:
+        return b"voters=" + ",".join(str(i) for i in sorted(ids)).encode()
+
+    @staticmethod
+    def voters_of(record: bytes) -> dict[int, None]:
+        """Voter id -> directory id (None: not known; placeholder records name none)."""
+        text = record.decode().partition("=")[2]
+        return {int(i): None for i in text.split(",") if i}
+
+    @staticmethod
+    def snapshot_voters(data: bytes) -> bytes | None:
+        return None
+
+
 class RaftNode:
     """One quorum member; construct it from persisted state to restart it."""
 
@@ -120,7 +143,8 @@ class RaftNode:
 
     def __init__(self, config: RaftConfig, rng: Random, *, now_ms: int = 0,
                  hard_state: HardState | None = None, snapshot: Snapshot | None = None,
-                 batches=(), leader_change_record=default_leader_change_record) -> None:
+                 batches=(), leader_change_record=default_leader_change_record,
+                 voters_codec=PlainVotersCodec) -> None:
         self.config = config
         self.id = config.node_id
         self._rng = rng
@@ -129,6 +153,13 @@ class RaftNode:
         hs = hard_state or HardState(0)
         self.epoch, self.voted_id, self.leader_id = hs.epoch, hs.voted_id, hs.leader_id
         self.log = RaftLog(snapshot, batches)
+        self._voters_codec = voters_codec
+        self._voters = VoterHistory(VoterSet(config.voters))
+        if snapshot is not None:
+            self._adopt_snapshot_voters(snapshot)
+        for batch in self.log.batches_in(self.log.start_offset, self.log.end_offset):
+            if batch.control == VOTERS:
+                self._voters.add(batch.base_offset, self._voter_set_of(batch))
         self.high_watermark = self.log.start_offset
         # Durability bookkeeping (see ready/advance).
         self._stable_end = self.log.end_offset  # durable prefix that matches memory
@@ -158,6 +189,8 @@ class RaftNode:
         self._snap_fetch: tuple[OffsetAndEpoch, bytearray] | None = None
         self._snap_cid: int | None = None
         self._replicas: dict[int, _Replica] = {}
+        self._observers: dict[int, _Replica] = {}  # non-voters fetching from this leader
+        self._fetch_directories: dict = {}  # replica id -> directory id its fetches carry
         self._epoch_start_offset = 0
         self._parked: dict[int, tuple[Envelope, float]] = {}
         self._check_quorum_ms = NEVER
@@ -171,8 +204,44 @@ class RaftNode:
     # ================================================================ public API
 
     @property
+    def voters(self) -> frozenset[int]:
+        """The voter set in force: the newest VotersRecord in the log, committed or not."""
+        return self._voters.latest.ids
+
+    @property
     def is_voter(self) -> bool:
-        return self.config.is_voter
+        return self._is_me(self._voters.latest) and not self.config.observer_only
+
+    def _is_me(self, voters: VoterSet) -> bool:
+        return voters.is_key(self.id, self.config.directory_id)
+
+    @property
+    def _takes_part(self) -> bool:
+        """Votes, runs elections and persists its votes: a voter of the newest set, or of
+        the committed one while its removal is not committed yet.  Raft's dissertation
+        (§4.2.2) needs the latter: a removed leader that stepped down before committing its
+        removal may hold the only copy of it, and must be able to lead again to finish it."""
+        if self.config.observer_only:
+            return False
+        return self._is_me(self._voters.latest) or self._is_me(self._voters.at(self.high_watermark))
+
+    @property
+    def majority(self) -> int:
+        return self._voters.latest.majority
+
+    @property
+    def latest_voters(self) -> VoterSet:
+        """The voter set in force, with the directory ids it names."""
+        return self._voters.latest
+
+    def voters_at(self, end_offset: int) -> VoterSet:
+        """The voter set in force after the records below ``end_offset`` (for a snapshot)."""
+        return self._voters.at(end_offset)
+
+    @property
+    def voter_change_pending(self) -> bool:
+        """A VotersRecord is in the log but not yet committed."""
+        return self._voters.latest_offset >= self.high_watermark
 
     @property
     def is_leader(self) -> bool:
@@ -211,6 +280,7 @@ class RaftNode:
                 self._announce()
             if self.role is Role.LEADER and now >= self._check_quorum_ms:
                 self._check_quorum()
+            self._maybe_step_down_removed()
         if now >= self._deadline:
             self._on_timer()
         self._maybe_fetch()
@@ -253,6 +323,82 @@ class RaftNode:
         batch = self._leader_append(records, control=False)
         return batch.last_offset, self.epoch
 
+    def change_voters(self, ids: frozenset[int], record: bytes) -> int:
+        """Append a VotersRecord that adds or removes exactly one voter (KIP-853); returns
+        its offset, committed once the high watermark passes it.
+
+        Raft's single-server changes are safe only one at a time, and only once the leader
+        has committed an entry of its own epoch (so no change of a previous leader is still
+        uncommitted behind it); both refusals are retriable.
+
+        Raises:
+            NotLeaderError: this node is not the leader.
+            VoterChangeError: the change is refused; ``error`` says why.
+        """
+        if self.role is not Role.LEADER:
+            raise NotLeaderError(self.leader)
+        ids = frozenset(ids)
+        current = self.voters
+        added, removed = ids - current, current - ids
+        if not added and not removed and self._fills_directories(record):
+            pass  # the same voters with directories learnt from their fetches
+        elif len(added) + len(removed) != 1:
+            raise VoterChangeError(Errors.INVALID_REQUEST,
+                                   f"a change adds or removes one voter: {sorted(current)} -> "
+                                   f"{sorted(ids)}")
+        if not ids:
+            raise VoterChangeError(Errors.INVALID_REQUEST, "the last voter cannot be removed")
+        if self.high_watermark <= self._epoch_start_offset:
+            raise VoterChangeError(Errors.REQUEST_TIMED_OUT,
+                                   "the leader has not committed an entry of its epoch yet")
+        if self.voter_change_pending and not self.config.unsafe_concurrent_voter_changes:
+            raise VoterChangeError(Errors.REQUEST_TIMED_OUT,
+                                   "another voter change is not committed yet")
+        if added:
+            (new,) = added
+            observer = self._observers.get(new)
+            fresh = observer is not None and \
+                self._now - observer.last_fetch_ms < self.config.fetch_timeout_ms
+            # Caught up: within one fetch of the high watermark.  A voter that joins far
+            # behind would stall commits for as long as it takes to catch up.
+            if not fresh or observer.end_offset + self.CATCH_UP_LAG < self.high_watermark:
+                raise VoterChangeError(Errors.REQUEST_TIMED_OUT,
+                                       f"replica {new} is not fetching or not caught up")
+        if set(self._voters_codec.voters_of(record)) != ids:
+            raise ValueError(f"the VotersRecord does not name {sorted(ids)}")
+        batch = self._leader_append((record,), control=VOTERS)
+        return batch.base_offset
+
+    CATCH_UP_LAG = 100  # records an observer may trail the high watermark by and still join
+
+    def _fills_directories(self, record: bytes) -> bool:
+        latest = self._voters.latest
+        named = {i: d for i, d in self._voters_codec.voters_of(record).items() if d is not None}
+        known = dict(latest.directories)
+        return all(named.get(i) == d for i, d in known.items()) and len(named) > len(known)
+
+    def replica_directory(self, replica_id: int):
+        """The directory id ``replica_id`` fetches with (on a leader), else the one the
+        voter set names; None when neither is known."""
+        if replica_id == self.id:
+            return self.config.directory_id
+        return self._fetch_directories.get(replica_id) or self._voters.latest.directory(replica_id)
+
+    def directories_to_record(self) -> dict | None:
+        """On a leader: voter id -> directory id for a VotersRecord that names every voter's
+        directory, when the current set lacks some that fetches have shown and no change is
+        in flight (then a replica that comes back with a new disk is no longer its voter)."""
+        latest = self._voters.latest
+        if (self.role is not Role.LEADER or self.voter_change_pending
+                or self.high_watermark <= self._epoch_start_offset
+                or len(latest.directories) == len(latest.ids)):
+            return None
+        dirs = {i: self.replica_directory(i) if i != self.id else self.config.directory_id
+                for i in latest.ids}
+        if any(d is None for d in dirs.values()):
+            return None
+        return dirs
+
     def create_snapshot(self, end_offset: int, data: bytes) -> Snapshot:
         """Adopt the state machine's snapshot of every applied record below ``end_offset``.
 
@@ -264,6 +410,7 @@ class RaftNode:
         epoch = self.log.epoch_at(end_offset - 1)
         snapshot = Snapshot(OffsetAndEpoch(end_offset, epoch), bytes(data))
         self.log.trim_prefix(snapshot)
+        self._voters.trim_prefix(end_offset)
         self._pending_snapshot = snapshot
         self._retain(snapshot)
         return snapshot
@@ -315,8 +462,13 @@ class RaftNode:
         _check(self._ready_outstanding, "advance() without an outstanding Ready")
         self._ready_outstanding = False
         self._stable_end = min(rd.log_end_offset, self._unstable_from, self.log.end_offset)
+        if (self.role is Role.CANDIDATE and self.id not in self._votes
+                and rd.hard_state == HardState(self.epoch, self.id, NO_LEADER)):
+            self._votes[self.id] = True
+            self._tally()
         if self.role is Role.LEADER:
             self._maybe_advance_high_watermark()
+            self._maybe_step_down_removed()
 
     def _retain(self, snapshot: Snapshot) -> None:
         self._retained[snapshot.snapshot_id] = snapshot
@@ -331,7 +483,7 @@ class RaftNode:
             self._become_resigned(())
         elif self.leader_id != NO_LEADER:
             self._become_follower(self.epoch, self.leader_id)
-        elif self.voted_id != NO_LEADER and self.is_voter:
+        elif self.voted_id != NO_LEADER and self._takes_part:
             self._set_role(Role.VOTED, _STEP_UNATTACHED)
             self._deadline = self._now + self._election_timeout()
         else:
@@ -361,18 +513,18 @@ class RaftNode:
         new = (epoch, voted_id, leader_id)
         if new != (self.epoch, self.voted_id, self.leader_id):
             self.epoch, self.voted_id, self.leader_id = new
-            if self.is_voter:
+            if self._takes_part or self.voted_id != NO_LEADER:  # a vote must survive a crash
                 self._hard_dirty = True
 
     def _become_unattached(self, epoch: int, timeout_ms: float | None = None) -> None:
         if epoch > self.epoch:
             self._set_epoch_state(epoch, NO_LEADER, NO_LEADER)
-        elif not self.is_voter:
+        elif not self._takes_part:
             self.leader_id = NO_LEADER  # an observer forgets a silent leader
         self._set_role(Role.VOTED if self.voted_id != NO_LEADER else Role.UNATTACHED,
                        _STEP_UNATTACHED)
         self._deadline = (self._now + (self._election_timeout() if timeout_ms is None
-                                       else timeout_ms)) if self.is_voter else NEVER
+                                       else timeout_ms)) if self._takes_part else NEVER
         self._observer_target = None
 
     def _become_follower(self, epoch: int, leader_id: int, contact: bool = False) -> None:
@@ -396,27 +548,31 @@ class RaftNode:
         self._set_epoch_state(self.epoch + 1, self.id, NO_LEADER)
         self._set_role(Role.CANDIDATE, _STEP_UNATTACHED)
         self._deadline = self._now + self._election_timeout()
-        self._votes = {self.id: True}
+        # Our own vote counts once it is durable (see advance): a node that is a majority
+        # by itself must not lead, and announce itself, on a vote a crash can take back,
+        # or another replica could win the same epoch with that vote (once voters change,
+        # one that is not even in our set).
+        self._votes = {}
         self._broadcast_vote(pre_vote=False)
-        self._tally()
 
     def _become_leader(self) -> None:
         self._set_epoch_state(self.epoch, self.id, self.id)
         self._set_role(Role.LEADER, _STEP_LEADER)
         self._failed_elections = 0
         self._deadline = NEVER
-        self._replicas = {v: _Replica() for v in self.config.voters if v != self.id}
+        self._replicas = {v: _Replica() for v in self.voters if v != self.id}
+        self._observers, self._fetch_directories = {}, {}
         self._epoch_start_offset = self.log.end_offset
         self._check_quorum_ms = self._now + self._check_quorum_window()
         self._announce_ms = self._now
         self._announce()
-        record = self._leader_change_record(self.id, self.epoch, self.config.voters)
+        record = self._leader_change_record(self.id, self.epoch, self.voters)
         self._leader_append((record,), control=True)
 
     def _become_resigned(self, successors) -> None:
         self._set_role(Role.RESIGNED, _STEP_UNATTACHED)
         self._deadline = self._now + self._election_timeout()
-        for voter in sorted(self.config.voters - {self.id}):
+        for voter in sorted(self.voters - {self.id}):
             self._send_request(voter, EndQuorumEpochRequest(self.id, self.epoch,
                                                             tuple(successors)))
 
@@ -450,7 +606,7 @@ class RaftNode:
     def _on_timer(self) -> None:
         self._deadline = NEVER
         role = self.role
-        if not self.is_voter:
+        if not self._takes_part:
             if role is Role.FOLLOWER:
                 self._become_unattached(self.epoch)
             return
@@ -488,13 +644,14 @@ class RaftNode:
 
     def _check_quorum(self) -> None:
         window = self._check_quorum_window()
-        alive = 1 + sum(1 for r in self._replicas.values()
-                        if r.last_fetch_ms + window > self._now)
-        if alive < self.config.majority:
+        counts_self = 1 if self.id in self.voters else 0  # a leader being removed does not
+        alive = counts_self + sum(1 for r in self._replicas.values()
+                                  if r.last_fetch_ms + window > self._now)
+        if alive < self.majority:
             self._resign()
             return
         oldest = sorted((r.last_fetch_ms for r in self._replicas.values()), reverse=True)
-        need = self.config.majority - 1  # other voters that must stay fresh
+        need = self.majority - counts_self  # other voters that must stay fresh
         self._check_quorum_ms = max(oldest[need - 1] + window, self._now + 1) \
             if need > 0 else NEVER
 
@@ -510,7 +667,7 @@ class RaftNode:
             wanted = Role.PROSPECTIVE if msg.pre_vote else Role.CANDIDATE
             epoch = self.epoch + 1 if msg.pre_vote else self.epoch
             if self.role is wanted and msg.candidate_epoch == epoch and dst not in self._votes:
-                self._send_request(dst, self._vote_request(msg.pre_vote))
+                self._send_request(dst, self._vote_request(msg.pre_vote, dst))
 
 
     # ================================================================ messages out
@@ -527,22 +684,31 @@ class RaftNode:
         env = Envelope(self.id, req.src, req.correlation_id, msg)
         (self._msgs_after if after_persist else self._msgs).append(env)
 
-    def _vote_request(self, pre_vote: bool) -> VoteRequest:
+    def _vote_request(self, pre_vote: bool, voter: int) -> VoteRequest:
         last = self.log.last
         epoch = self.epoch + 1 if pre_vote else self.epoch
-        return VoteRequest(epoch, self.id, last.epoch, last.offset, pre_vote)
+        return VoteRequest(epoch, self.id, last.epoch, last.offset, pre_vote,
+                           self._voters.latest.directory(voter))
 
     def _broadcast_vote(self, pre_vote: bool) -> None:
-        request = self._vote_request(pre_vote)
-        for voter in sorted(self.config.voters - {self.id}):
+        for voter in sorted(self.voters - {self.id}):
             # A candidate's own vote is durable before anyone can elect it.
-            self._send_request(voter, request, after_persist=not pre_vote)
+            self._send_request(voter, self._vote_request(pre_vote, voter),
+                               after_persist=not pre_vote)
 
     # ================================================================ votes
 
     def _on_VoteRequest(self, env: Envelope, req: VoteRequest) -> None:
-        if not self.is_voter or req.candidate_id not in self.config.voters:
+        # Answered on its merits whatever our voter set says: the candidate counts us because
+        # its log adds us in a VotersRecord we may not have fetched yet (KIP-853 grants such
+        # votes too), or it was added by one.  Only a replica that lost its disk abstains.
+        if self.config.observer_only:
             self._reply(env, VoteResponse(Errors.INCONSISTENT_VOTER_SET, *self._leader_fields(),
+                                          False, req.pre_vote))
+            return
+        mine = self.config.directory_id
+        if req.voter_directory_id is not None and mine is not None and req.voter_directory_id != mine:
+            self._reply(env, VoteResponse(Errors.INVALID_VOTER_KEY, *self._leader_fields(),
                                           False, req.pre_vote))
             return
         if req.pre_vote:
@@ -595,15 +761,18 @@ class RaftNode:
         self._tally()
 
     def _tally(self) -> None:
-        granted = sum(1 for g in self._votes.values() if g)
-        rejected = sum(1 for g in self._votes.values() if not g)
-        majority = self.config.majority
+        # Only members of the newest set count, our own vote included: a removed voter
+        # finishing its removal needs the remaining voters' majority.
+        voters = self.voters
+        granted = sum(1 for v, g in self._votes.items() if g and v in voters)
+        rejected = sum(1 for v, g in self._votes.items() if not g and v in voters)
+        majority = self.majority
         if granted >= majority:
             if self.role is Role.PROSPECTIVE:
                 self._become_candidate()
             elif self.role is Role.CANDIDATE:
                 self._become_leader()
-        elif rejected > len(self.config.voters) - majority:
+        elif rejected > len(self.voters) - majority:
             if self.role is Role.PROSPECTIVE:
                 self._prospective_failed()
             elif not self._backing_off:
@@ -630,7 +799,7 @@ class RaftNode:
                                                     *self._leader_fields()))
             return
         self._observe(req.leader_epoch, req.leader_id)
-        if self.role is Role.FOLLOWER and self.leader_id == req.leader_id and self.is_voter:
+        if self.role is Role.FOLLOWER and self.leader_id == req.leader_id and self._takes_part:
             # The leader is gone: grant pre-votes, and the preferred successors run first.
             self._leader_contact_ms = -NEVER
             if self.id in req.preferred_successors:
@@ -674,10 +843,20 @@ class RaftNode:
                 response = dict(snapshot_id=log.snapshot.snapshot_id)
             elif end.epoch != req.last_fetched_epoch or end.offset < req.fetch_offset:
                 response = dict(diverging_epoch=end)
-        counted = fresh and req.replica_id in self._replicas and not req.observer
+        if fresh and req.directory_id is not None:
+            self._fetch_directories[req.replica_id] = req.directory_id
+        # A voter's fetch counts only from the directory its key names: the same id on a
+        # new disk forgot what the voter acknowledged.
+        counted = (fresh and req.replica_id in self._replicas and not req.observer
+                   and self._voters.latest.is_key(req.replica_id, req.directory_id))
         if counted:
             replica = self._replicas[req.replica_id]
             replica.last_fetch_ms = self._now
+        elif fresh and req.replica_id != self.id and self.role is Role.LEADER:
+            observer = self._observers.setdefault(req.replica_id, _Replica())
+            observer.last_fetch_ms = self._now
+            if response is None:
+                observer.end_offset = req.fetch_offset
         if response is None:
             hw_before = self.high_watermark
             if counted:
@@ -702,20 +881,69 @@ class RaftNode:
         for env, _ in parked.values():
             self._answer_fetch(env, park=False, fresh=False)
 
-    def _leader_append(self, records: tuple[bytes, ...], control: bool) -> Batch:
+    def _leader_append(self, records: tuple[bytes, ...], control: int) -> Batch:
         batch = Batch(self.log.end_offset, self.epoch, records, control)
-        self.log.append(batch)
+        self._append(batch)
         self._release_parked()
         self._maybe_advance_high_watermark()
         return batch
+
+    def _append(self, batch: Batch) -> None:
+        self.log.append(batch)
+        if batch.control == VOTERS:
+            before = (self.voters, self._takes_part)
+            self._voters.add(batch.base_offset, self._voter_set_of(batch))
+            self._voters_changed(*before)
+
+    # ================================================================ voter set (KIP-853)
+
+    def _voter_set_of(self, batch: Batch) -> VoterSet:
+        record = batch.records[0]
+        return VoterSet.of(self._voters_codec.voters_of(record), record)
+
+    def _adopt_snapshot_voters(self, snapshot: Snapshot) -> None:
+        record = self._voters_codec.snapshot_voters(snapshot.data)
+        if record is not None:
+            self._voters.reset(VoterSet.of(self._voters_codec.voters_of(record), record))
+        else:
+            self._voters.reset(VoterSet(self.config.voters))  # no change before the snapshot
+
+    def _voters_changed(self, before: frozenset[int], was_voter: bool) -> None:
+        """The newest voter set moved (appended, truncated away, or from a snapshot)."""
+        if self.voters == before and self._takes_part == was_voter:
+            return
+        if self.role is Role.LEADER:
+            for voter in self.voters - {self.id}:
+                if voter not in self._replicas:
+                    # A joining voter counts from its next fetch, not from its observer days.
+                    self._replicas[voter] = _Replica()
+            for voter in list(self._replicas):
+                if voter not in self.voters:
+                    del self._replicas[voter]
+        if self._takes_part and not was_voter:
+            self._hard_dirty = True  # from now on our votes and epochs must survive a crash
+            if self.role in (Role.UNATTACHED, Role.VOTED):
+                self._deadline = self._now + self._election_timeout()
+        elif was_voter and not self._takes_part:
+            if self.role in (Role.UNATTACHED, Role.VOTED, Role.PROSPECTIVE, Role.CANDIDATE):
+                self._become_unattached(self.epoch)
+
+    def _maybe_step_down_removed(self) -> None:
+        """A leader that removed itself leads until the removal commits, then resigns."""
+        if (self.role is Role.LEADER and self.id not in self.voters
+                and self._voters.latest_offset < self.high_watermark):
+            self._resign()
 
     def _maybe_advance_high_watermark(self) -> None:
         if self.role is not Role.LEADER:
             return
         own = self.log.end_offset if self.config.unsafe_count_unsynced_leo else \
             min(self._stable_end, self.log.end_offset)
-        ends = sorted([own] + [r.end_offset for r in self._replicas.values()], reverse=True)
-        candidate = ends[self.config.majority - 1]
+        ends = [r.end_offset for r in self._replicas.values()]
+        if self.id in self.voters:
+            ends.append(own)
+        ends.sort(reverse=True)
+        candidate = ends[self.majority - 1]
         # Raft §5.4.2 / KIP-595: only an entry of the current epoch commits by counting.
         if candidate > self.high_watermark and candidate > self._epoch_start_offset:
             self._set_high_watermark(candidate)
@@ -724,7 +952,10 @@ class RaftNode:
     def _set_high_watermark(self, hw: int) -> None:
         _check(hw >= self.high_watermark,
                f"node {self.id}: high watermark went back {self.high_watermark} -> {hw}")
+        before = self._takes_part
         self.high_watermark = hw
+        if before and not self._takes_part:  # our removal committed
+            self._voters_changed(self.voters, before)
 
     def _on_FetchSnapshotRequest(self, env: Envelope, req: FetchSnapshotRequest) -> None:
         error = self._fetch_error(req.current_leader_epoch)
@@ -751,7 +982,9 @@ class RaftNode:
             return False
         if self.role is Role.FOLLOWER:
             return True
-        return not self.is_voter and self.role is Role.UNATTACHED
+        # An observer without a leader looks for one; so does a voter that was removed while
+        # it voted, ran or led (it keeps that role's state but no longer takes part).
+        return not self._takes_part and self.role in (Role.UNATTACHED, Role.VOTED, Role.RESIGNED)
 
     def _maybe_fetch(self) -> None:
         if not self._wants_fetch() or self._now < self._next_fetch_ms:
@@ -760,14 +993,15 @@ class RaftNode:
             target = self.leader_id
         else:
             if self._observer_target is None:
-                others = sorted(self.config.voters - {self.id})
+                others = sorted(self.voters - {self.id})
                 if not others:
                     return
                 self._observer_target = self._rng.choice(others)
             target = self._observer_target
         last = self.log.last
         request = FetchRequest(self.id, self.epoch, last.offset, last.epoch,
-                               observer=not self.is_voter, high_watermark=self.high_watermark)
+                               observer=not self._takes_part, high_watermark=self.high_watermark,
+                               directory_id=self.config.directory_id)
         self._fetch_cid = self._send_request(target, request, after_persist=True)
 
     def _on_FetchResponse(self, env: Envelope, resp: FetchResponse) -> None:
@@ -780,7 +1014,7 @@ class RaftNode:
         if resp.error_code is not Errors.NONE or self.role is not Role.FOLLOWER \
                 or env.src != self.leader_id:
             self._next_fetch_ms = self._now + self.config.fetch_retry_backoff_ms
-            if not self.is_voter:
+            if not self._takes_part:
                 self._observer_target = leader.leader_id if leader.leader_id not in (
                     NO_LEADER, self.id) and leader.epoch >= self.epoch else None
             return
@@ -801,7 +1035,7 @@ class RaftNode:
         for batch in resp.records:
             if batch.base_offset == self.log.end_offset:
                 _check(batch.epoch <= self.epoch, "a batch from a future epoch")
-                self.log.append(batch)
+                self._append(batch)
         # The leader validated our log up to the fetch offset and sent the rest.
         self._set_high_watermark(max(self.high_watermark,
                                      min(resp.high_watermark, self.log.end_offset)))
@@ -815,6 +1049,9 @@ class RaftNode:
             self.log.truncate_to(offset)
             self._unstable_from = min(self._unstable_from, offset)
             self._stable_end = min(self._stable_end, offset)
+            before = (self.voters, self._takes_part)
+            self._voters.truncate(offset)
+            self._voters_changed(*before)
 
     def _send_snapshot_fetch(self) -> None:
         snapshot_id, buf = self._snap_fetch
@@ -845,6 +1082,9 @@ class RaftNode:
         snapshot = Snapshot(snapshot_id, bytes(buf))
         _check(snapshot.end_offset >= self.high_watermark, "snapshot below the high watermark")
         self.log.install_snapshot(snapshot)
+        before = (self.voters, self._takes_part)
+        self._adopt_snapshot_voters(snapshot)
+        self._voters_changed(*before)
         self._pending_snapshot = snapshot
         self._retain(snapshot)
         self._unstable_from = min(self._unstable_from, snapshot.end_offset)

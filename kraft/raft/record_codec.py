@@ -8,24 +8,32 @@ the LEADER_CHANGE control key and whose value is Kafka's LeaderChangeMessage.
 Timestamps are written as ``NO_TIMESTAMP`` (-1): a follower re-encodes the batches it
 fetches, and a fixed timestamp keeps every replica's metadata log byte-identical.
 
+A voter change (KIP-853) is a control batch whose record key is KRAFT_VOTERS and whose value
+is Kafka's VotersRecord: every voter's id, directory id and controller endpoint.
+
 Snapshots (KIP-630) are files of record batches too: a SNAPSHOT_HEADER control batch, the
-state machine's records in batches, and a SNAPSHOT_FOOTER control batch.
+VotersRecord in force at the snapshot's end (when the voters ever changed), the state
+machine's records in batches, and a SNAPSHOT_FOOTER control batch.
 """
 
 from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
 
 from kraft.protocol import codec
 from kraft.records import NO_TIMESTAMP, ControlType, Record, build_batch, decode_batches
 from kraft.records.batch import RecordBatch
 from kraft.records.control import decode_control_key, encode_control_key
-from kraft.raft.messages import Batch
+from kraft.raft.messages import LEADER_CHANGE, VOTERS, Batch
 
 _MAX_RECORDS_PER_SNAPSHOT_BATCH = 1000
 
 
 def encode_batch(batch: Batch) -> bytes:
     if batch.control:
-        key = encode_control_key(ControlType.LEADER_CHANGE)
+        key = encode_control_key(ControlType.KRAFT_VOTERS if batch.control == VOTERS
+                                 else ControlType.LEADER_CHANGE)
         records = [Record(offset_delta=i, timestamp=NO_TIMESTAMP, key=key, value=v)
                    for i, v in enumerate(batch.records)]
     else:
@@ -40,8 +48,12 @@ def encode_batches(batches) -> bytes:
 
 
 def batch_from_record_batch(rb: RecordBatch) -> Batch:
+    control = 0
+    if rb.is_control:
+        kind = decode_control_key(rb.records[0].key).type
+        control = VOTERS if kind == ControlType.KRAFT_VOTERS else LEADER_CHANGE
     return Batch(rb.base_offset, rb.partition_leader_epoch,
-                 tuple(r.value or b"" for r in rb.records), control=rb.is_control)
+                 tuple(r.value or b"" for r in rb.records), control=control)
 
 
 def decode_raft_batches(data) -> tuple[Batch, ...]:
@@ -59,15 +71,67 @@ def leader_change_record(leader_id: int, epoch: int, voters) -> bytes:
     })
 
 
+# ------------------------------------------------------------------------- voters
+
+
+@dataclass(frozen=True, slots=True)
+class Voter:
+    """One VotersRecord entry: a controller and where it listens."""
+
+    node_id: int
+    directory_id: uuid.UUID
+    host: str
+    port: int
+    listener: str = "CONTROLLER"
+
+
+ZERO_UUID = uuid.UUID(int=0)  # a voter of the static set, whose directory kraft never learnt
+
+
+def encode_voters_record(voters) -> bytes:
+    return codec.encode("VotersRecord", "data", 0, {"version": 0, "voters": [
+        {"voter_id": v.node_id, "voter_directory_id": v.directory_id,
+         "endpoints": [{"name": v.listener, "host": v.host, "port": v.port}],
+         "kraft_version_feature": {"min_supported_version": 0, "max_supported_version": 1}}
+        for v in sorted(voters, key=lambda v: v.node_id)]})
+
+
+def decode_voters_record(record: bytes) -> list[Voter]:
+    value = codec.decode("VotersRecord", "data", 0, record)
+    out = []
+    for v in value["voters"]:
+        endpoint = v["endpoints"][0] if v["endpoints"] else {"name": "", "host": "", "port": 0}
+        out.append(Voter(v["voter_id"], v["voter_directory_id"], endpoint["host"],
+                         endpoint["port"], endpoint["name"]))
+    return out
+
+
+class KafkaVotersCodec:
+    """What the Raft core needs to read of VotersRecords (see ``kraft.raft.node``)."""
+
+    @staticmethod
+    def voters_of(record: bytes) -> dict[int, uuid.UUID | None]:
+        return {v.node_id: None if v.directory_id == ZERO_UUID else v.directory_id
+                for v in decode_voters_record(record)}
+
+    @staticmethod
+    def snapshot_voters(data: bytes) -> bytes | None:
+        return snapshot_voters_record(data)
+
+
 # ------------------------------------------------------------------------- snapshots
 
 
-def encode_snapshot(records: list[bytes], last_contained_timestamp: int = NO_TIMESTAMP) -> bytes:
+def encode_snapshot(records: list[bytes], last_contained_timestamp: int = NO_TIMESTAMP,
+                    voters_record: bytes | None = None) -> bytes:
     """A snapshot file's bytes from the state machine's records (offsets start at 0)."""
     header = codec.encode("SnapshotHeaderRecord", "data", 0,
                           {"version": 0, "last_contained_log_timestamp": last_contained_timestamp})
     parts = [_control(ControlType.SNAPSHOT_HEADER, header, 0)]
     offset = 1
+    if voters_record is not None:
+        parts.append(_control(ControlType.KRAFT_VOTERS, voters_record, offset))
+        offset += 1
     for i in range(0, len(records), _MAX_RECORDS_PER_SNAPSHOT_BATCH):
         chunk = records[i : i + _MAX_RECORDS_PER_SNAPSHOT_BATCH]
         parts.append(build_batch(
@@ -97,4 +161,12 @@ def decode_snapshot(data: bytes) -> list[bytes]:
     last = decode_control_key(batches[-1].records[0].key)
     if first.type != ControlType.SNAPSHOT_HEADER or last.type != ControlType.SNAPSHOT_FOOTER:
         raise SnapshotFormatError("snapshot control batches are not header/footer")
-    return [r.value or b"" for rb in batches[1:-1] for r in rb.records]
+    return [r.value or b"" for rb in batches[1:-1] if not rb.is_control for r in rb.records]
+
+
+def snapshot_voters_record(data: bytes) -> bytes | None:
+    """The VotersRecord a snapshot carries, if any (it follows the header)."""
+    for rb in decode_batches(data, allow_partial_tail=False)[1:3]:
+        if rb.is_control and decode_control_key(rb.records[0].key).type == ControlType.KRAFT_VOTERS:
+            return rb.records[0].value
+    return None

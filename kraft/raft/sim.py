@@ -41,7 +41,8 @@ from random import Random
 
 from kraft.raft.config import RaftConfig
 from kraft.raft.messages import Batch, Envelope, HardState, Snapshot
-from kraft.raft.node import RaftInvariantError, RaftNode, Ready, Role
+from kraft.raft.node import PlainVotersCodec, RaftInvariantError, RaftNode, Ready, Role
+from kraft.raft.voters import VoterChangeError
 
 MASK64 = (1 << 64) - 1
 
@@ -152,13 +153,16 @@ class Params:
     snapshot_every: int  # records between snapshots; 0 disables
     snapshot_chunk: int
     lose_disks: bool
+    membership: bool  # the leader adds and removes voters (KIP-853) during the fault phase
 
     @staticmethod
     def from_rng(rng: Random) -> "Params":
         voters = rng.choice([1, 2, 3, 3, 3, 4, 5, 5])
+        observers = rng.choice([0, 0, 0, 1, 1, 2, 3, 5])
+        membership = voters + observers >= 2 and rng.random() < 0.4
         return Params(
             voters=voters,
-            observers=rng.choice([0, 0, 0, 1, 1, 2, 3, 5]),
+            observers=observers,
             drop=rng.choice([0.0, 0.01, 0.05, 0.1]),
             duplicate=rng.choice([0.0, 0.0, 0.02, 0.05]),
             delay_min_ms=rng.randint(1, 5),
@@ -170,8 +174,21 @@ class Params:
             heal_budget_ms=30000,
             snapshot_every=rng.choice([0, 25, 100]),
             snapshot_chunk=rng.choice([512, 4096, 1 << 16]),
-            lose_disks=voters >= 3 and rng.random() < 0.3,
+            # A lost disk stays in the voter set as a member that never counts; removals
+            # could leave it a majority, so a run has one fault or the other.
+            lose_disks=voters >= 3 and not membership and rng.random() < 0.3,
+            membership=membership,
         )
+
+
+class SimVotersCodec(PlainVotersCodec):
+    """The simulator's snapshots are records joined by NUL; the newest ``voters=`` one is
+    the voter set the snapshot carries."""
+
+    @staticmethod
+    def snapshot_voters(data: bytes) -> bytes | None:
+        found = [r for r in data.split(b"\x00") if r.startswith(b"voters=")]
+        return found[-1] if found else None
 
 
 # ====================================================================== nodes
@@ -203,7 +220,8 @@ class SimNode:
         self.records = []
         rng = Random(self.sim.rng.getrandbits(64))
         self.core = RaftNode(self.config, rng, now_ms=self.sim.now, hard_state=d.hard_state,
-                             snapshot=d.snapshot, batches=d.batches)
+                             snapshot=d.snapshot, batches=d.batches,
+                             voters_codec=SimVotersCodec)
 
     def stop(self) -> None:
         self.up = False
@@ -438,9 +456,11 @@ class Simulation:
         ids = sorted(self.nodes)
         kind = self.rng.choices(
             ["partition", "isolate", "asymmetric", "heal", "crash", "crash_before_fsync",
-             "shutdown", "lose_disk"],
-            [2, 2, 1, 2, 2, 3, 1, 1 if p.lose_disks else 0])[0]
-        if kind == "heal":
+             "shutdown", "lose_disk", "membership"],
+            [2, 2, 1, 2, 2, 3, 1, 1 if p.lose_disks else 0, 4 if p.membership else 0])[0]
+        if kind == "membership":
+            self._change_voters()
+        elif kind == "heal":
             self.blocked.clear()
             self.log("fault: partitions healed")
         elif kind == "partition":
@@ -490,6 +510,29 @@ class Simulation:
                 victim.lost_disk = True
                 victim.config = replace(victim.config, observer_only=True)
                 self.lost_disks += 1
+
+    def _change_voters(self) -> None:
+        """AddRaftVoter / RemoveRaftVoter at whoever leads: one node in or out."""
+        leaders = [n for n in self.nodes.values() if n.up and n.core.role is Role.LEADER]
+        if not leaders:
+            return
+        leader = self.rng.choice(leaders)
+        current = leader.core.voters
+        outside = sorted(set(self.nodes) - current)
+        if outside and (len(current) == 1 or self.rng.random() < 0.5):
+            ids = current | {self.rng.choice(outside)}
+        else:
+            ids = current - {self.rng.choice(sorted(current))}
+        if not ids:
+            return
+        leader.core.tick(self.now)
+        try:
+            offset = leader.core.change_voters(ids, SimVotersCodec.encode(ids))
+        except VoterChangeError as exc:
+            self.log(f"n{leader.id} refuses voters {sorted(ids)}: {exc}")
+            return
+        self.log(f"n{leader.id} voters {sorted(current)} -> {sorted(ids)} at offset {offset}")
+        self._touch(leader)
 
     def _victim(self, prefer_leader: bool) -> int:
         if prefer_leader:
@@ -623,17 +666,25 @@ class Simulation:
                 differed = differed or not same
 
     def _check_global(self) -> None:
-        majority = self.p.voters // 2 + 1
         for node in self.nodes.values():
             if not node.up or node.core.role is not Role.LEADER:
                 continue
             hw = node.core.high_watermark
             if hw == 0:
                 continue
+            # Committed means held by a majority of the voter set the leader counted with:
+            # the newest set, or (a voter was added or removed since) the one before it,
+            # which is the set in force below the high watermark.
             epoch = node.core.log.epoch_at(hw - 1)
-            holders = sum(1 for v in self.voter_ids
-                          if not self.nodes[v].lost_disk and self.nodes[v].disk.holds(hw - 1, epoch))
-            if holders + self.lost_disks < majority:
+            short = []
+            for voters in {node.core.voters, node.core.voters_at(hw).ids}:
+                holders = sum(1 for v in voters if not self.nodes[v].lost_disk
+                              and self.nodes[v].disk.holds(hw - 1, epoch))
+                lost = sum(1 for v in voters if self.nodes[v].lost_disk)
+                if holders + lost < len(voters) // 2 + 1:
+                    short.append(holders)
+            if len(short) == 2:
+                holders = max(short)
                 self.fail(f"leader n{node.id} has high watermark {hw} but only {holders} "
                           f"voters hold offset {hw - 1} durably")
 

@@ -1,20 +1,35 @@
 """Raft core messages <-> Kafka wire messages (Vote, BeginQuorumEpoch, EndQuorumEpoch,
 Fetch, FetchSnapshot) for the single partition ``__cluster_metadata-0``.
 
-Versions are fixed: kraft's nodes talk to kraft's nodes.  Fetch uses v12, the first
-flexible version, which carries the KRaft fields (diverging epoch, current leader, snapshot
-id) as tagged fields and still names topics instead of topic ids.
+Versions are fixed: kraft's nodes talk to kraft's nodes.  Vote v1 and Fetch v17 carry the
+directory ids of KIP-853's replica keys (the voter a candidate asks, the replica fetching);
+Fetch names the partition by Kafka's fixed topic id of ``__cluster_metadata``.
 """
 
 from __future__ import annotations
+
+import uuid
 
 from kraft.raft import messages as m
 from kraft.raft.record_codec import decode_raft_batches, encode_batches
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0
+METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Topic.CLUSTER_METADATA_TOPIC_ID
+_NO_DIRECTORY = uuid.UUID(int=0)
 
-VERSIONS = {"Vote": 0, "BeginQuorumEpoch": 0, "EndQuorumEpoch": 0, "Fetch": 12, "FetchSnapshot": 0}
+VERSIONS = {"Vote": 1, "BeginQuorumEpoch": 0, "EndQuorumEpoch": 0, "Fetch": 17, "FetchSnapshot": 0}
+
+
+def _directory(value) -> uuid.UUID | None:
+    return None if value in (None, _NO_DIRECTORY) else value
+
+
+def _metadata_partition(body: dict, topics_key: str) -> dict:
+    topics = body[topics_key]
+    if len(topics) != 1 or topics[0]["topic_id"] != METADATA_TOPIC_ID or len(topics[0]["partitions"]) != 1:
+        raise NotRaftMessage(f"not a request for {METADATA_TOPIC}-0")
+    return topics[0]["partitions"][0]
 
 API_OF = {
     m.VoteRequest: "Vote", m.VoteResponse: "Vote",
@@ -59,7 +74,9 @@ def request_to_wire(msg, cluster_id: str | None) -> tuple[str, int, dict]:
     if isinstance(msg, m.VoteRequest):
         body = {"cluster_id": cluster_id, "topics": _topic("topic_name", {
             "partition_index": 0, "candidate_epoch": msg.candidate_epoch,
-            "candidate_id": msg.candidate_id, "last_offset_epoch": msg.last_offset_epoch,
+            "candidate_id": msg.candidate_id, "candidate_directory_id": _NO_DIRECTORY,
+            "voter_directory_id": msg.voter_directory_id or _NO_DIRECTORY,
+            "last_offset_epoch": msg.last_offset_epoch,
             "last_offset": msg.last_offset, "pre_vote": msg.pre_vote})}
     elif isinstance(msg, m.BeginQuorumEpochRequest):
         body = {"cluster_id": cluster_id, "topics": _topic("topic_name", {
@@ -69,11 +86,13 @@ def request_to_wire(msg, cluster_id: str | None) -> tuple[str, int, dict]:
             "partition_index": 0, "leader_id": msg.leader_id, "leader_epoch": msg.leader_epoch,
             "preferred_successors": list(msg.preferred_successors)})}
     elif isinstance(msg, m.FetchRequest):
-        body = {"cluster_id": cluster_id, "replica_id": msg.replica_id, "max_wait_ms": 0,
-                "min_bytes": 0, "max_bytes": 0x7FFFFFFF, "topics": [{"topic": METADATA_TOPIC, "partitions": [{
+        body = {"cluster_id": cluster_id, "replica_state": {"replica_id": msg.replica_id, "replica_epoch": -1},
+                "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 0x7FFFFFFF,
+                "topics": [{"topic_id": METADATA_TOPIC_ID, "partitions": [{
                     "partition": 0, "current_leader_epoch": msg.current_leader_epoch,
                     "fetch_offset": msg.fetch_offset, "last_fetched_epoch": msg.last_fetched_epoch,
-                    "partition_max_bytes": 0x7FFFFFFF}]}]}
+                    "partition_max_bytes": 0x7FFFFFFF,
+                    "replica_directory_id": msg.directory_id or _NO_DIRECTORY}]}]}
     elif isinstance(msg, m.FetchSnapshotRequest):
         body = {"cluster_id": cluster_id, "replica_id": msg.replica_id, "max_bytes": 0x7FFFFFFF,
                 "topics": _topic("name", {
@@ -90,7 +109,8 @@ def request_from_wire(api: str, body: dict, voters) -> tuple[int, object]:
     if api == "Vote":
         p = _only_partition(body, "topics", "topic_name")
         return p["candidate_id"], m.VoteRequest(p["candidate_epoch"], p["candidate_id"],
-                                                p["last_offset_epoch"], p["last_offset"], p["pre_vote"])
+                                                p["last_offset_epoch"], p["last_offset"], p["pre_vote"],
+                                                _directory(p.get("voter_directory_id")))
     if api == "BeginQuorumEpoch":
         p = _only_partition(body, "topics", "topic_name")
         return p["leader_id"], m.BeginQuorumEpochRequest(p["leader_id"], p["leader_epoch"])
@@ -99,10 +119,11 @@ def request_from_wire(api: str, body: dict, voters) -> tuple[int, object]:
         return p["leader_id"], m.EndQuorumEpochRequest(p["leader_id"], p["leader_epoch"],
                                                        tuple(p["preferred_successors"]))
     if api == "Fetch":
-        p = _only_partition(body, "topics", "topic")
-        replica = body["replica_id"]
+        p = _metadata_partition(body, "topics")
+        replica = body["replica_state"]["replica_id"]
         return replica, m.FetchRequest(replica, p["current_leader_epoch"], p["fetch_offset"],
-                                       p["last_fetched_epoch"], observer=replica not in voters)
+                                       p["last_fetched_epoch"], observer=replica not in voters,
+                                       directory_id=_directory(p.get("replica_directory_id")))
     if api == "FetchSnapshot":
         p = _only_partition(body, "topics", "name")
         sid = p["snapshot_id"]
@@ -137,7 +158,7 @@ def response_to_wire(msg) -> tuple[str, int, dict]:
                                        "end_offset": msg.diverging_epoch.offset}
         if msg.snapshot_id is not None:
             part["snapshot_id"] = {"end_offset": msg.snapshot_id.offset, "epoch": msg.snapshot_id.epoch}
-        body = {"responses": [{"topic": METADATA_TOPIC, "partitions": [part]}]}
+        body = {"responses": [{"topic_id": METADATA_TOPIC_ID, "partitions": [part]}]}
     elif isinstance(msg, m.FetchSnapshotResponse):
         sid = msg.snapshot_id or m.OffsetAndEpoch(0, 0)
         body = {"error_code": 0, "topics": _topic("name", {
@@ -171,7 +192,7 @@ def response_from_wire(api: str, body: dict):
         cls = m.BeginQuorumEpochResponse if api == "BeginQuorumEpoch" else m.EndQuorumEpochResponse
         return cls(_error(p["error_code"]), p["leader_id"], p["leader_epoch"])
     if api == "Fetch":
-        p = _only_partition(body, "responses", "topic")
+        p = _metadata_partition(body, "responses")
         return m.FetchResponse(
             _error(p["error_code"]), _leader(p["current_leader"]), p["high_watermark"],
             max(p["log_start_offset"], 0), decode_raft_batches(p["records"] or b""),

@@ -22,6 +22,7 @@ class ControllerConfig:
     broker_session_timeout_ms: int = 9000
     max_idle_interval_ms: int = 500  # metadata.max.idle.interval.ms (0 disables NoOpRecords)
     unclean_leader_election_enable: bool = False
+    unclean_leader_election_interval_ms: int = 300_000
     delete_topic_enable: bool = True
     producer_id_block_size: int = 1000
     auto_leader_rebalance_enable: bool = True
@@ -47,6 +48,7 @@ class ControllerConfig:
             broker_session_timeout_ms=get("broker.session.timeout.ms", int, 9000),
             max_idle_interval_ms=get("metadata.max.idle.interval.ms", int, 500),
             unclean_leader_election_enable=get("unclean.leader.election.enable", to_bool, False),
+            unclean_leader_election_interval_ms=get("unclean.leader.election.interval.ms", int, 300_000),
             delete_topic_enable=get("delete.topic.enable", to_bool, True),
             auto_leader_rebalance_enable=get("auto.leader.rebalance.enable", to_bool, True),
             leader_imbalance_check_interval_ms=get(

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from kraft.quotas.replication import THROTTLED_REPLICAS_FORMAT, valid_throttled_replicas
+
 
 class ConfigError(ValueError):
     """A config key or value the controller refuses (INVALID_CONFIG)."""
@@ -84,6 +86,9 @@ def _key(name, type_, bound=None):
     return ConfigKey(name, type_, check, valid)
 
 
+# Kafka's ThrottledReplicaListValidator
+_THROTTLED_REPLICAS = (valid_throttled_replicas, THROTTLED_REPLICAS_FORMAT)
+
 _COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 TOPIC_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in [
@@ -96,9 +101,9 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in [
     _key("file.delete.delay.ms", "long", _at_least(0)),
     _key("flush.messages", "long", _at_least(1)),
     _key("flush.ms", "long", _at_least(0)),
-    _key("follower.replication.throttled.replicas", "list"),
+    _key("follower.replication.throttled.replicas", "list", _THROTTLED_REPLICAS),
     _key("index.interval.bytes", "int", _at_least(0)),
-    _key("leader.replication.throttled.replicas", "list"),
+    _key("leader.replication.throttled.replicas", "list", _THROTTLED_REPLICAS),
     _key("local.retention.bytes", "long", _at_least(-2)),
     _key("local.retention.ms", "long", _at_least(-2)),
     _key("max.compaction.lag.ms", "long", _at_least(1)),
@@ -143,6 +148,9 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in [
     _key("background.threads", "int", _at_least(1)),
     _key("leader.replication.throttled.rate", "long", _at_least(0)),
     _key("follower.replication.throttled.rate", "long", _at_least(0)),
+    # Stored, bounding nothing: a kraft broker has one log directory, so no moves between
+    # them; kafka-reassign-partitions --verify deletes it with the two rates above.
+    _key("replica.alter.log.dirs.io.max.bytes.per.second", "long", _at_least(0)),
     _key("max.connections", "int", _at_least(0)),
     _key("max.connections.per.ip", "int", _at_least(0)),
     _key("max.connections.per.ip.overrides", "string"),

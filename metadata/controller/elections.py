@@ -129,6 +129,24 @@ def elect_leaderless(
     return out
 
 
+def elect_unclean_leaders(image: MetadataImage, unclean_default: bool) -> list[MetadataRecord]:
+    """Leaders for the leaderless partitions of the topics where unclean leader election is
+    enabled (Kafka's periodic ``maybeElectUncleanLeaders``): an eligible ISR member if there
+    is one, else any live replica.  Brokers coming and going elect at once (above); this
+    catches a topic whose ``unclean.leader.election.enable`` became true while its last ISR
+    member was gone and another replica already live."""
+    out = []
+    for topic in _topics(image):
+        leaderless = [(i, p) for i, p in sorted(topic.partitions.items()) if not p.has_leader]
+        if not leaderless or not unclean_enabled(image, topic.name, unclean_default):
+            continue
+        for index, part in leaderless:
+            rec = change_partition(image, topic.id, index, part, unclean=True)
+            if rec is not None and rec.data["leader"] not in (NO_LEADER, -2):  # -2: unchanged
+                out.append(rec)
+    return out
+
+
 def partitions_led_by(image: MetadataImage, broker_id: int) -> int:
     return sum(
         1 for topic in image.topics_by_id.values()

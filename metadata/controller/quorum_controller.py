@@ -37,7 +37,7 @@ from typing import Callable, Sequence
 from kraft.protocol.error_codes import ErrorCode
 from metadata.controller import (acl_control, cluster, config_control, partitions, quota_control, reassignment,
                                  scram_control, topics)
-from metadata.controller.elections import rebalance_leaders
+from metadata.controller.elections import elect_unclean_leaders, rebalance_leaders
 from metadata.controller.common import ApiError, ControllerConfig, ControllerResult, Txn, error_response
 from metadata.delta import apply_records
 from metadata.image import EMPTY_IMAGE, MetadataImage
@@ -100,6 +100,7 @@ class QuorumController:
         self.controlled_shutdown_offset: dict[int, int] = {}  # where its leaderships moved
         self._last_noop_ms: int | None = None
         self._last_rebalance_ms: int | None = None
+        self._last_unclean_check_ms: int | None = None
 
     # -- state
 
@@ -157,6 +158,7 @@ class QuorumController:
         self.controlled_shutdown_offset.clear()
         self._last_noop_ms = None
         self._last_rebalance_ms = None
+        self._last_unclean_check_ms = None
 
     def _drop_pending(self) -> None:
         self._pending.clear()
@@ -249,7 +251,8 @@ class QuorumController:
 
     def tick(self, now_ms: int) -> ControllerResult:
         """Fence brokers whose session expired, move leaders back to preferred replicas every
-        ``leader.imbalance.check.interval.seconds``, and write a NoOpRecord every
+        ``leader.imbalance.check.interval.seconds``, elect unclean leaders where a topic allows
+        it every ``unclean.leader.election.interval.ms``, and write a NoOpRecord every
         ``metadata.max.idle.interval.ms``."""
         if not self._active:
             return self._result(Txn(self._working, self._next_offset), None)
@@ -263,6 +266,11 @@ class QuorumController:
             elif now_ms - self._last_rebalance_ms >= self.config.leader_imbalance_check_interval_ms:
                 txn.add(*rebalance_leaders(txn.image, self.config.leader_imbalance_per_broker_percentage))
                 self._last_rebalance_ms = now_ms
+        if self._last_unclean_check_ms is None:
+            self._last_unclean_check_ms = now_ms
+        elif now_ms - self._last_unclean_check_ms >= self.config.unclean_leader_election_interval_ms:
+            txn.add(*elect_unclean_leaders(txn.image, self.config.unclean_leader_election_enable))
+            self._last_unclean_check_ms = now_ms
         interval = self.config.max_idle_interval_ms
         if self._last_noop_ms is None:
             self._last_noop_ms = now_ms

@@ -110,7 +110,16 @@ public class KraftClientSmoke {
         System.out.println("ok admin describeTopics id=" + description.topicId());
 
         ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
-        Config config = admin.describeConfigs(List.of(resource)).all().get().get(resource);
+        Config config = null;
+        while (config == null) {  // the broker asked may learn of the topic after the one above
+            try {
+                config = admin.describeConfigs(List.of(resource)).all().get().get(resource);
+            } catch (java.util.concurrent.ExecutionException e) {
+                check(e.getCause() instanceof org.apache.kafka.common.errors.UnknownTopicOrPartitionException
+                      && System.currentTimeMillis() - created < 10_000, "describeConfigs: " + e);
+                Thread.sleep(20);
+            }
+        }
         check("3600000".equals(config.get("retention.ms").value()), "describeConfigs: retention.ms");
         check(config.get("retention.ms").source() == ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG,
               "describeConfigs: retention.ms is a dynamic topic config");

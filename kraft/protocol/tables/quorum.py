@@ -256,6 +256,31 @@ response 0 flex=0+
   ErrorCode int16 0+
   ErrorMessage string 0+ null=0+
 
+api AddRaftVoter 80
+request 0 flex=0+
+  ClusterId string 0+ null=0+
+  TimeoutMs int32 0+
+  VoterId int32 0+
+  VoterDirectoryId uuid 0+
+  Listeners []Listener 0+
+    Name string 0+
+    Host string 0+
+    Port uint16 0+
+response 0 flex=0+
+  ThrottleTimeMs int32 0+
+  ErrorCode int16 0+
+  ErrorMessage string 0+ null=0+
+
+api RemoveRaftVoter 81
+request 0 flex=0+
+  ClusterId string 0+ null=0+
+  VoterId int32 0+
+  VoterDirectoryId uuid 0+
+response 0 flex=0+
+  ThrottleTimeMs int32 0+
+  ErrorCode int16 0+
+  ErrorMessage string 0+ null=0+
+
 api AllocateProducerIds 67
 request 0 flex=0+
   BrokerId int32 0+

@@ -1,0 +1,121 @@
+"""Fetch responses whose record bytes go from the segment file to the socket with
+``os.sendfile`` (zero copy), as Kafka's ``FileRecords.writeTo``.
+
+A fetch reads only where its batches are (``Log.read(load_bytes=False)``) and puts a
+:class:`FileRecords` in the response; the codec leaves a hole for it
+(``rpc.encode_response_spliced``) and :func:`send_response` writes the framing and the
+other fields from Python and each hole with ``sendfile``.  On a stream that is not a plain
+socket (TLS) the holes are read (``pread``) and the response sent as one copy, as before.
+
+A ``FileRecords`` holds a descriptor of its own, opened when the fetch read the log, so a
+segment deleted (retention, cleaning) or its cached descriptor closed before the response
+leaves still sends the bytes that were read.  A segment truncated meanwhile (a follower
+truncating to its leader) is shorter than the hole: the response cannot be completed, and
+the connection closes (:class:`ShortFile`); the client reconnects and fetches again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import trio
+
+from kraft.protocol.primitives import SplicedRecords
+
+log = logging.getLogger(__name__)
+
+# Bytes per sendfile call at most: a large hole yields to other tasks between calls.
+SENDFILE_CHUNK_BYTES = 1 << 20
+
+
+class ZeroCopyStats:
+    """Record bytes of fetch responses by how they left: ``sendfile`` (calls and bytes), or
+    copied through Python's buffers (``copied_bytes``: read into memory, then sent)."""
+
+    __slots__ = ("sendfile_calls", "sendfile_bytes", "copied_bytes")
+
+    def __init__(self):
+        self.sendfile_calls = self.sendfile_bytes = self.copied_bytes = 0
+
+
+STATS = ZeroCopyStats()
+
+
+class ShortFile(ConnectionError):
+    """The segment file ended before the hole did: it was truncated after the read."""
+
+
+class FileRecords(SplicedRecords):
+    """``size`` bytes at ``position`` in a segment file, through a descriptor of its own
+    (closed once sent, or when dropped)."""
+
+    __slots__ = ("fd", "position")
+
+    def __init__(self, path: os.PathLike, position: int, size: int):
+        super().__init__(size)
+        self.position = position
+        self.fd: int | None = None  # so __del__ has nothing to close if the open fails
+        self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+
+    def read(self) -> bytes:
+        """The bytes, copied into memory (for a stream sendfile cannot write to)."""
+        data = os.pread(self.fd, self.size, self.position)
+        if len(data) != self.size:
+            raise ShortFile(f"segment file truncated: {len(data)} of {self.size} bytes left")
+        STATS.copied_bytes += self.size
+        return data
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __del__(self):  # a response dropped unsent (its connection closed)
+        self.close()
+
+
+def can_sendfile(stream: trio.abc.Stream) -> bool:
+    """Whether ``stream`` writes straight to a socket (not TLS)."""
+    return isinstance(stream, trio.SocketStream)
+
+
+async def send_response(stream: trio.abc.Stream, pieces: list, use_sendfile: bool) -> None:
+    """Send the pieces of ``rpc.encode_response_spliced`` in order, closing every hole's
+    descriptor whatever happens."""
+    try:
+        if not use_sendfile:
+            await stream.send_all(b"".join(p if isinstance(p, bytes) else p.read() for p in pieces))
+            return
+        for piece in pieces:
+            if isinstance(piece, bytes):
+                await stream.send_all(piece)
+            else:
+                await _sendfile(stream.socket, piece)
+    except ShortFile as exc:
+        log.warning("closing a connection: a fetch response cannot be completed: %s", exc)
+        raise
+    finally:
+        for piece in pieces:
+            if isinstance(piece, FileRecords):
+                piece.close()
+
+
+async def _sendfile(sock, records: FileRecords) -> None:
+    """Wait until the socket can take more, sendfile, repeat until the hole is filled."""
+    out_fd = sock.fileno()
+    position, left = records.position, records.size
+    while left:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            sent = os.sendfile(out_fd, records.fd, position, min(left, SENDFILE_CHUNK_BYTES))
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(sock)
+            continue
+        if sent == 0:
+            raise ShortFile(f"segment file truncated: {left} of {records.size} bytes missing")
+        STATS.sendfile_calls += 1
+        STATS.sendfile_bytes += sent
+        position += sent
+        left -= sent
+    await trio.lowlevel.cancel_shielded_checkpoint()  # let other tasks run between responses
