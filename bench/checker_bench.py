@@ -4,9 +4,11 @@ Generates clean queue histories of the given sizes (records: invocations and com
 both, as Jepsen counts history operations; written as Parquet in chunks, so a 50M-record
 history never sits in memory) and a clean cas-register history over many keys, checks
 each in a fresh child process per engine, and prints, per run: records/s of the check
-(the Spark session's start excluded and reported apart), peak memory of the driver, the
-JVM and the Python workers, and where the time went by Spark's own per-stage metrics
-(task run time, CPU, GC, shuffle, spill), summed per checker phase::
+(the Spark session's start excluded and reported apart; up to ``--warm-max-records``,
+also of a second check in the same session, once the JVM has compiled Spark's code),
+peak memory of the driver, the JVM and the Python workers, and where the time went by
+Spark's own per-stage metrics (task run time, CPU, GC, shuffle, spill), summed per
+checker phase::
 
     python bench/checker_bench.py                                  # 1M, 10M; 1M/10k keys
     python bench/checker_bench.py --queue-records 1000000,10000000,50000000
@@ -95,8 +97,9 @@ def phases(metrics: list[dict]) -> list[dict]:
             for p in out.values()]
 
 
-def run_child(mode: str, path: str, master: str, driver_memory: str) -> dict:
-    """One measurement, in this (fresh) process."""
+def run_child(mode: str, path: str, master: str, driver_memory: str, warm: bool) -> dict:
+    """One measurement, in this (fresh) process; with ``warm``, the Spark check runs a
+    second time in the same session (its JVM has compiled Spark's code by then)."""
     from jepsen.checkers import check_linearizable, check_queue
 
     out: dict = {"mode": mode}
@@ -121,19 +124,25 @@ def run_child(mode: str, path: str, master: str, driver_memory: str) -> dict:
         t = time.monotonic()
         spark = spark_session(master, driver_memory=driver_memory)
         out["session-s"] = time.monotonic() - t
+        check = spark_check_queue if mode == "spark-queue" else spark_check_linearizable
         t = time.monotonic()
-        if mode == "spark-queue":
-            r = spark_check_queue(spark, path)
-        else:
-            r = spark_check_linearizable(spark, path)
+        r = check(spark, path)
         out["check-s"] = time.monotonic() - t
+        first = stage_metrics(spark)
+        out["phases"] = phases(first)
+        if warm:
+            t = time.monotonic()
+            check(spark, path)
+            out["warm-check-s"] = time.monotonic() - t
+            seen = {m["stage"] for m in first}
+            out["warm-phases"] = phases([m for m in stage_metrics(spark)
+                                         if m["stage"] not in seen])
         out["driver-peak-mb"] = _hwm_kb(os.getpid()) / 1024
         procs = _descendants(os.getpid())
         java = [p for p in procs if _comm(p) == "java"]
         workers = [p for p in procs if p not in java]
         out["jvm-peak-mb"] = sum(_hwm_kb(p) for p in java) / 1024
         out["workers-peak-mb"] = sum(_hwm_kb(p) for p in workers) / 1024
-        out["phases"] = phases(stage_metrics(spark))
         spark.stop()
     out["valid"] = r["valid"]
     if mode.endswith("queue"):
@@ -143,9 +152,9 @@ def run_child(mode: str, path: str, master: str, driver_memory: str) -> dict:
     return out
 
 
-def measure(mode: str, path: Path, master: str, driver_memory: str) -> dict:
+def measure(mode: str, path: Path, master: str, driver_memory: str, warm: bool) -> dict:
     cmd = [sys.executable, __file__, "--child", mode, "--path", str(path), "--master", master,
-           "--driver-memory", driver_memory]
+           "--driver-memory", driver_memory, *(["--warm"] if warm else [])]
     p = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if p.returncode != 0:
         return {"mode": mode, "error": p.stderr.strip().splitlines()[-3:]}
@@ -186,39 +195,48 @@ def generate(d: Path, kind: str, n: int, a) -> tuple[str, Path, int]:
 
 
 def table(rows: list[dict]) -> list[str]:
-    lines = ["| history | records | engine | check s | records/s | session s | "
-             "driver peak MB | JVM peak MB | workers peak MB | valid | load |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| history | records | engine | check s | records/s | warm check s | "
+             "warm records/s | session s | driver peak MB | JVM peak MB | workers peak MB | "
+             "valid | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         m = r["m"]
         if "error" in m:
             lines.append(f"| {r['kind']} | {r['n']:,} | {r['engine']} | error: "
-                         f"{' '.join(m['error'])[-120:]} | | | | | | | |")
+                         f"{' '.join(m['error'])[-120:]} | | | | | | | | | |")
             continue
         sess = f"{m['session-s']:.1f}" if "session-s" in m else "-"
         jvm = f"{m['jvm-peak-mb']:,.0f}" if "jvm-peak-mb" in m else "-"
         wk = f"{m['workers-peak-mb']:,.0f}" if "workers-peak-mb" in m else "-"
+        warm = (f"{m['warm-check-s']:.1f} | {r['n'] / m['warm-check-s']:,.0f}"
+                if "warm-check-s" in m else "- | -")
         lines.append(f"| {r['kind']} | {r['n']:,} | {r['engine']} | {m['check-s']:.1f} | "
-                     f"{r['n'] / m['check-s']:,.0f} | {sess} | {m['driver-peak-mb']:,.0f} | "
-                     f"{jvm} | {wk} | {m['valid']} | {r['load']:.1f} |")
+                     f"{r['n'] / m['check-s']:,.0f} | {warm} | {sess} | "
+                     f"{m['driver-peak-mb']:,.0f} | {jvm} | {wk} | {m['valid']} | "
+                     f"{r['load']:.1f} |")
     return lines
 
 
 def where(rows: list[dict]) -> list[str]:
     lines = []
     for r in rows:
-        ph = r["m"].get("phases")
-        if not ph:
-            continue
-        lines += ["", f"{r['kind']}, {r['n']:,} records, {r['engine']}: Spark stage metrics "
-                  "per phase (task time summed over tasks)", "",
-                  "| phase | stages | tasks | task run s | task CPU s | GC s | "
-                  "shuffle write MB | spill MB | peak execution MB |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for p in ph:
-            lines.append(f"| {p['phase']} | {p['stages']} | {p['tasks']} | {p['run-s']} | "
-                         f"{p['cpu-s']} | {p['gc-s']} | {p['shuffle-write-mb']} | "
-                         f"{p['spill-mb']} | {p['peak-execution-mb']} |")
+        for key, which in (("phases", "first check"), ("warm-phases", "second check")):
+            ph = r["m"].get(key)
+            if ph:
+                lines += _phase_table(f"{r['kind']}, {r['n']:,} records, {r['engine']}, "
+                                      f"{which}", ph)
+    return lines
+
+
+def _phase_table(title: str, ph: list[dict]) -> list[str]:
+    lines = ["", f"{title}: Spark stage metrics per phase (task time summed over tasks)", "",
+             "| phase | stages | tasks | task run s | task CPU s | GC s | "
+             "shuffle write MB | spill MB | peak execution MB |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for p in ph:
+        lines.append(f"| {p['phase']} | {p['stages']} | {p['tasks']} | {p['run-s']} | "
+                     f"{p['cpu-s']} | {p['gc-s']} | {p['shuffle-write-mb']} | "
+                     f"{p['spill-mb']} | {p['peak-execution-mb']} |")
     return lines
 
 
@@ -234,15 +252,19 @@ def main() -> None:
                     help="spark.driver.memory (in local mode the driver JVM runs the tasks)")
     ap.add_argument("--python-max-records", type=int, default=1_000_000,
                     help="the single-process path runs only on histories this large or less")
+    ap.add_argument("--warm-max-records", type=int, default=10_000_000,
+                    help="Spark checks histories this large or less a second time in the "
+                         "same session, to tell the JVM's warm-up from the check")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-spark", action="store_true")
     ap.add_argument("--skip-python", action="store_true")
     ap.add_argument("--no-write", action="store_true", help="do not write bench/results")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
+    ap.add_argument("--warm", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        print(json.dumps(run_child(a.child, a.path, a.master, a.driver_memory)))
+        print(json.dumps(run_child(a.child, a.path, a.master, a.driver_memory, a.warm)))
         return
 
     started = time.time()
@@ -255,7 +277,8 @@ def main() -> None:
             engines.insert(0, "python")
         for eng in engines:
             load = _load()
-            m = measure(f"{eng}-{kind.split()[0]}", path, a.master, a.driver_memory)
+            m = measure(f"{eng}-{kind.split()[0]}", path, a.master, a.driver_memory,
+                        spec[1] <= a.warm_max_records)  # the size asked for
             rows.append({"kind": kind, "n": n, "engine": eng if eng == "python"
                          else f"spark {a.master}", "m": m, "load": load})
             print(table(rows[-1:])[-1], flush=True)
@@ -273,7 +296,9 @@ def write(a, rows: list[dict], started: float) -> None:
              *table(rows), "",
              f"Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}; shared "
              "with other jobs (load: 1-minute load average when the run started). Records/s "
-             "is records over check time; the Spark session's start is apart. Peak memory: "
+             "is records over check time; the Spark session's start is apart. A warm check "
+             "is the same check run again in the same session: the difference is the JVM "
+             "compiling Spark's code (and Spark generating its own) on first use. Peak memory: "
              "driver = the Python process that drives the check; JVM = the Spark JVM (in "
              "local mode it runs the tasks too); workers = Spark's Python workers.",
              *where(rows)]
@@ -281,7 +306,7 @@ def write(a, rows: list[dict], started: float) -> None:
     (RESULTS / "checker.md").write_text("\n".join(lines) + "\n")
     (RESULTS / "checker.json").write_text(json.dumps(
         {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-         "args": {k: v for k, v in vars(a).items() if k not in ("child", "path")},
+         "args": {k: v for k, v in vars(a).items() if k not in ("child", "path", "warm")},
          "runs": rows}, indent=1) + "\n")
 
 

@@ -9,12 +9,9 @@ from typing import Any
 from jepsen.history import Op
 
 
-def without_latency(result: dict) -> dict:
-    """``result`` as its JSON reads back, without ``stats.latency-ns`` (Spark's quantiles
-    are approximate)."""
-    result = json.loads(json.dumps(result))
-    result.get("stats", {}).pop("latency-ns", None)
-    return result
+def as_json(result: dict) -> dict:
+    """``result`` as its JSON reads back (tuples become lists, int keys strings)."""
+    return json.loads(json.dumps(result))
 
 
 def followed_by(ops: list[Op], more: list[Op], value_of: Callable[[Op], Any]) -> list[Op]:

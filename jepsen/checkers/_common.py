@@ -107,12 +107,16 @@ def grid_of(flats: list[Flat]) -> tuple[int, int]:
     return t0, time_buckets(t0, t1)
 
 
+def quantile_rank(n: int, q: float) -> int:
+    """Where the nearest-rank ``q`` quantile of ``n`` sorted values is (0-based)."""
+    return max(0, min(n - 1, math.ceil(q * n) - 1))
+
+
 def quantile(sorted_xs: list[int], q: float) -> int:
     """Nearest-rank quantile of a sorted list."""
     if not sorted_xs:
         return 0
-    k = max(0, min(len(sorted_xs) - 1, math.ceil(q * len(sorted_xs)) - 1))
-    return sorted_xs[k]
+    return sorted_xs[quantile_rank(len(sorted_xs), q)]
 
 
 def basic_stats(flats: Iterable[Flat], t0: int, bucket_ns: int) -> dict[str, Any]:

@@ -1,18 +1,21 @@
 """Running the checkers on Spark: a quiet session, stage progress and metrics, the drivers.
 
-The queue checker is a Spark SQL plan (``jepsen.checkers.spark_queue``): the JVM reads
-the Parquet history, pairs each invocation with its completion by one window over
-``(process, index)``, explodes messages and reads into one table keyed by partition and
-finds every anomaly with window aggregates over it; the driver receives counts,
-statistics and the few operations its examples name.  The linearizability search per key
-stays in Python, as an ``applyInPandas`` call over each key's group.  Statistics are
-aggregations (quantiles approximate).  The driver never holds the whole history.
+The queue checker (``jepsen.checkers.spark_queue``): the JVM reads the Parquet history,
+pairs each invocation with its completion by one window over ``(process, index)``,
+parses and explodes messages and reads into rows keyed by partition, and hands each
+partition's rows as Arrow columns to one Python worker, which finds every anomaly with
+numpy (``queue_arrays``); the driver receives counts, statistics and the few operations
+its examples name.  The linearizability search per key stays in Python too, as an
+``applyInPandas`` call over each bucket of keys.  Statistics are aggregations (exact
+nearest-rank quantiles, as the single-process path takes them).  The driver never holds
+the whole history.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import sys
 import tempfile
@@ -20,11 +23,18 @@ import threading
 import time
 import zipfile
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from jepsen.checkers import linear, queue
-from jepsen.checkers._common import QUANTILES, Flat, stats_dict, time_buckets
+from jepsen.checkers._common import (
+    QUANTILES,
+    Flat,
+    quantile_rank,
+    stats_dict,
+    time_buckets,
+)
 from jepsen.history import (
     Op,
     decode_value,
@@ -60,8 +70,10 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
     Args:
         master: a Spark master URL; ``local[*]`` by default.
         app_name: the application name.
-        shuffle_partitions: ``spark.sql.shuffle.partitions``; by default twice the
-            default parallelism for local masters, Spark's default otherwise.
+        shuffle_partitions: ``spark.sql.shuffle.partitions``; for local masters by
+            default four per core (a 10M-record history's sorts then fit in memory;
+            adaptive execution coalesces the partitions of small ones), Spark's
+            default otherwise.
         log_dir: where the JVM log and the log4j2 config go (a temp dir by default).
         driver_memory: ``spark.driver.memory`` (Spark's default when None); in local
             mode the driver JVM runs the tasks too.
@@ -85,6 +97,12 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
          .config("spark.driver.extraJavaOptions", java_opts)
          .config("spark.executor.extraJavaOptions", java_opts)
          .config("spark.sql.adaptive.enabled", "true")
+         # a cached frame is read a few times within seconds: building it
+         # uncompressed costs a third less than compressing it
+         .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
+         # checksums of every shuffled row guard retries of nondeterministic stages;
+         # a checker's plans are deterministic
+         .config("spark.sql.shuffle.orderIndependentChecksum.enabled", "false")
          .config("spark.python.worker.reuse", "true"))
     if local:
         b = b.config("spark.driver.bindAddress", os.environ["SPARK_LOCAL_IP"])
@@ -97,7 +115,7 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
         inner = master[master.find("[") + 1:master.find("]")] if "[" in master else "1"
         if inner.isdigit():
             n = int(inner)
-        shuffle_partitions = max(2, 2 * n)
+        shuffle_partitions = max(2, 4 * n)
     if shuffle_partitions:
         b = b.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         b = b.config("spark.default.parallelism", str(shuffle_partitions))
@@ -138,18 +156,17 @@ def _ship_package(spark, d: Path) -> None:
     spark.sparkContext.addPyFile(str(z))
 
 
-_phase: str | None = None  # what the driver is doing; progress lines name it
-
-
 class StageProgress:
-    """Prints one line per finished Spark stage (polling the status tracker)."""
+    """Prints one line per finished Spark stage (polling the status tracker), named by
+    the :func:`phase` its job ran under."""
 
     def __init__(self, spark, out=None, interval_s: float = 0.2) -> None:
         self._tracker = spark.sparkContext.statusTracker()
+        self._store = spark.sparkContext._jsc.sc().statusStore()
         self._out = out or sys.stderr
         self._interval_s = interval_s
         self._stop = threading.Event()
-        self._live: dict[int, tuple[str, int, int, float]] = {}
+        self._live: dict[int, tuple[str, int, float]] = {}
         self._thread = threading.Thread(target=self._run, daemon=True, name="stage-progress")
 
     def __enter__(self) -> StageProgress:
@@ -172,30 +189,34 @@ class StageProgress:
             return
         for sid in active:
             info = self._tracker.getStageInfo(sid)
-            if info is None:
+            if info is None or sid in self._live:
                 continue
-            if sid not in self._live:
-                name = info.name.split(" at ")[0].strip()
-                self._live[sid] = (f"{_phase} ({name})" if _phase else name, info.numTasks,
-                                   info.numCompletedTasks, time.monotonic())
+            name = info.name.split(" at ")[0].strip()
+            self._live[sid] = (self._named(sid, name), info.numTasks, time.monotonic())
         for sid in [s for s in self._live if s not in active or final]:
-            name, n, _, first = self._live.pop(sid)
+            name, n, first = self._live.pop(sid)
             print(f"[spark] stage {sid} {name}: {n} tasks done in "
                   f"{time.monotonic() - first:.1f}s", file=self._out, flush=True)
+
+    def _named(self, sid: int, name: str) -> str:
+        """``phase (stage name)``: phases may run at once, so each stage asks its own."""
+        try:
+            desc = self._store.lastStageAttempt(sid).description()
+        except Exception:  # not in the store (yet)
+            return name
+        return f"{desc.get()} ({name})" if desc.isDefined() else name
 
 
 @contextlib.contextmanager
 def phase(spark, name: str) -> Iterator[None]:
-    """Names the Spark stages started inside (their progress lines show ``name``)."""
-    global _phase
+    """Names the Spark jobs this thread starts inside (stage metrics and progress lines
+    show ``name``); job descriptions are per thread, so phases may run at once."""
     sc = spark.sparkContext
-    before = _phase
-    _phase = name
+    before = sc.getLocalProperty("spark.job.description")
     sc.setJobDescription(name)
     try:
         yield
     finally:
-        _phase = before
         sc.setJobDescription(before)
 
 
@@ -275,16 +296,22 @@ def _unlink(path: str) -> None:
         os.unlink(path)
 
 
-def paired_frame(df, resets: Iterable[str] = ()):
+def paired_frame(df, resets: Iterable[str] = (), values: bool = True):
     """Invocations joined with their completions (the next record of their process).
 
     With ``resets`` (function names), a ``reset`` column holds the invocation index of
     the process's latest operation of those functions before this one (or null); it
-    comes out of the same window, so it costs no second sort.
+    comes out of the same window, so it costs no second sort.  Without ``values``, the
+    value and error columns are null: the shuffle then moves only numbers and short
+    names (timing statistics need no more).
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    if not values:
+        df = df.select("process", "actor", "f", "type", "index", "time",
+                       *(F.lit(None).cast("string").alias(c) for c in ("value", "key",
+                                                                       "error")))
     w = Window.partitionBy("process", "actor").orderBy("index")
     lead = F.lead(F.struct("type", "index", "time", "value", "error")).over(w)
     nx = F.col("nx")
@@ -357,30 +384,59 @@ def _counts_and_grid(paired) -> tuple[dict[str, dict[str, int]], int, int]:
 
 
 def spark_stats(paired, t0: int, bucket_ns: int, counts=None) -> dict[str, Any]:
-    """The statistics of ``basic_stats``, aggregated by Spark (quantiles approximate).
+    """The statistics of ``basic_stats``, aggregated by Spark, with the same figures.
 
-    Latency quantiles (grouped by f) and throughput (grouped by time bucket and
-    completion type) come out of one job, as two grouping sets.
+    Throughput is a count per time bucket and completion type.  Latency quantiles are
+    nearest-rank, as ``basic_stats`` takes them, in two passes: the first counts each
+    f's latencies per log-spaced bin (1/256 of a doubling wide; one job with the
+    throughput, as two grouping sets), which tells in which bin and at which place in
+    it each quantile falls; the second reads just those bins' latencies.  Cheaper than
+    ``percentile_approx``, and exact.
     """
     from pyspark.sql import functions as F
 
     if counts is None:
         counts, _, _ = _counts_and_grid(paired)
-    b = F.floor((F.col("c_time") - F.lit(t0)) / F.lit(bucket_ns)).cast("long")
-    done = (paired.filter(F.col("c_time").isNotNull())
-            .select("f", "c_type", b.alias("b"),
-                    (F.col("c_time") - F.col("i_time")).alias("lat")))
-    rows = (done.groupingSets([["f"], ["b", "c_type"]], "f", "b", "c_type")
-            .agg(F.percentile_approx("lat", list(QUANTILES), 10000), F.count(F.lit(1)))
-            .collect())
-    latency: dict[str, dict[str, int]] = {}
+    c = F.col
+    lat = c("c_time") - c("i_time")
+    b = F.floor((c("c_time") - F.lit(t0)) / F.lit(bucket_ns)).cast("long")
+    # monotonic in the latency, so each bin holds one range of latencies
+    log_bin = F.when(lat >= 0, F.floor(F.log2(lat + 1) * 256)).otherwise(
+        -1 - F.floor(F.log2(-lat) * 256)).cast("long")
+    done = (paired.filter(c("c_time").isNotNull())
+            .select("f", "c_type", b.alias("b"), lat.alias("lat"), log_bin.alias("bin")))
+    rows = (done.groupingSets([["f", "bin"], ["b", "c_type"]], "f", "bin", "b", "c_type")
+            .agg(F.count(F.lit(1)).alias("n")).collect())
+    bins: dict[str, list[tuple[int, int]]] = {}
     thru: dict[int, dict[str, int]] = {}
-    for r in rows:
-        f, bucket, ctype, qs, n = r
-        if f is not None:
-            latency[f] = {str(q): int(v) for q, v in zip(QUANTILES, qs)}
+    for f, lb, bucket, ctype, n in rows:
+        if lb is not None:
+            bins.setdefault(f, []).append((int(lb), int(n)))
         elif bucket is not None:
             thru.setdefault(int(bucket), {})[ctype] = int(n)
+    wanted: dict[tuple[str, int], list[tuple[float, int]]] = {}  # (f, bin) -> (q, place)
+    for f, fb in bins.items():
+        fb.sort()
+        total = sum(n for _, n in fb)
+        for q in QUANTILES:
+            k, before = quantile_rank(total, q), 0
+            for lb, n in fb:
+                if k < before + n:
+                    wanted.setdefault((f, lb), []).append((q, k - before))
+                    break
+                before += n
+    latency: dict[str, dict[str, int]] = {}
+    if wanted:
+        which = functools.reduce(lambda x, y: x | y, (
+            (c("f") == f) & (c("bin") == lb) for f, lb in wanted))
+        got: dict[tuple[str, int], list[int]] = {}
+        for f, lb, x in done.filter(which).select("f", "bin", "lat").collect():
+            got.setdefault((f, lb), []).append(int(x))
+        for (f, lb), places in wanted.items():
+            xs = sorted(got[(f, lb)])
+            for q, k in places:
+                latency.setdefault(f, {})[str(q)] = xs[k]
+    latency = {f: {str(q): v[str(q)] for q in QUANTILES} for f, v in latency.items()}
     return stats_dict(counts, latency, thru, t0, bucket_ns)
 
 
@@ -421,10 +477,12 @@ def spark_check_queue(spark, source, sub_via: str | None = None,
                       partitions: int | None = None) -> dict[str, Any]:
     """The queue checker on Spark; returns what ``queue.check_queue`` returns.
 
-    The analysis is a Spark SQL plan (``jepsen.checkers.spark_queue``); the driver
-    receives counts, statistics and the operations named by at most ``max_examples``
-    anomalies of each type.  ``partitions``: how many partitions the keyed rows get
-    (the default parallelism by default).
+    The analysis is ``jepsen.checkers.spark_queue``; the driver receives counts,
+    statistics and the operations named by at most ``max_examples`` anomalies of each
+    type.  The paired operations are cached (uncompressed: cheaper to build than to
+    pair twice) for the four jobs that read them: counts and time grid, the analysis,
+    statistics, and the examples' operations.  ``partitions``: how many partitions the
+    analysis's rows get (``spark.sql.shuffle.partitions`` by default).
     """
     from jepsen.checkers import spark_queue
 
@@ -436,26 +494,38 @@ def spark_check_queue(spark, source, sub_via: str | None = None,
         if sub_via is None:
             sub_via = "subscribe" if "subscribe" in counts else (
                 "assign" if "assign" in counts else None)
-        with phase(spark, "queue: find anomalies"):
-            n = partitions or max(2, spark.sparkContext.defaultParallelism)
-            result = spark_queue.check(spark, paired, t0, bucket_ns, sub_via, max_examples,
-                                       lambda idx: flats_at(spark, paired, idx), n)
-        with phase(spark, "queue: latency, throughput"):
-            result["stats"] = spark_stats(paired, t0, bucket_ns, counts)
+
+        def stats() -> dict[str, Any]:
+            with phase(spark, "queue: latency, throughput"):
+                return spark_stats(paired, t0, bucket_ns, counts)
+
+        # the statistics read only the cache: their job runs beside the analysis's,
+        # using the cores while the driver plans, collects and reads examples
+        with ThreadPoolExecutor(1, thread_name_prefix="queue-stats") as pool:
+            later = pool.submit(stats)
+            with phase(spark, "queue: find anomalies"):
+                result = spark_queue.check(paired, t0, bucket_ns, sub_via, max_examples,
+                                           lambda idx: flats_at(spark, paired, idx),
+                                           partitions)
+            result["stats"] = later.result()
     finally:
         paired.unpersist()
     return {"checker": "queue", **result}
 
 
 def flats_at(spark, paired, indexes: list[int]) -> list[Flat]:
-    """The flat operations invoked at ``indexes`` (a broadcast join; few indexes)."""
+    """The flat operations invoked at ``indexes``: a filter when they are few (one job),
+    else a broadcast join (a literal per index would make a huge plan)."""
     from pyspark.sql import functions as F
 
     if not indexes:
         return []
-    want = spark.createDataFrame([(i,) for i in indexes], "i_index long")
-    rows = paired.join(F.broadcast(want), "i_index").select(*_FLAT_COLS).collect()
-    return list(_flats(rows))
+    if len(indexes) <= 256:
+        found = paired.filter(F.col("i_index").isin(list(indexes)))
+    else:
+        want = spark.createDataFrame([(i,) for i in indexes], "i_index long")
+        found = paired.join(F.broadcast(want), "i_index")
+    return list(_flats(found.select(*_FLAT_COLS).collect()))
 
 
 def spark_check_linearizable(spark, source, model: str | linear.Model = "cas-register",
