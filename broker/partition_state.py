@@ -120,14 +120,21 @@ class PartitionState:
         epoch_cache: the partition's leader-epoch cache (shared with whoever checkpoints it).
         log_start_offset / log_end_offset / high_watermark: the local log as opened.
         unsafe_ack_before_replication: DELIBERATELY UNSAFE, for the fault suite only.
+        unsafe_hw_from_non_isr_replica, unsafe_skip_truncation: DELIBERATELY UNSAFE, the
+            data-plane simulator's mutation switches (``broker/sim``); no broker setting
+            reaches them.  The first advances the HW to what any one follower has, ISR
+            member or not; the second ignores a diverging epoch (no truncation).
     """
 
     def __init__(self, local_id: int, epoch_cache: LeaderEpochCache | None = None, *,
                  log_start_offset: int = 0, log_end_offset: int = 0, high_watermark: int = 0,
-                 unsafe_ack_before_replication: bool = False):
+                 unsafe_ack_before_replication: bool = False,
+                 unsafe_hw_from_non_isr_replica: bool = False, unsafe_skip_truncation: bool = False):
         self.local_id = local_id
         self.epoch_cache = epoch_cache if epoch_cache is not None else LeaderEpochCache()
         self.unsafe_ack_before_replication = unsafe_ack_before_replication
+        self.unsafe_hw_from_non_isr_replica = unsafe_hw_from_non_isr_replica
+        self.unsafe_skip_truncation = unsafe_skip_truncation
         self.role = Role.OFFLINE
         self.leader_id = -1
         self.leader_epoch = -1
@@ -354,6 +361,12 @@ class PartitionState:
 
     def _maybe_increment_hw(self) -> list[ProduceCompletion]:
         new_hw = self.log_end_offset
+        if self.unsafe_hw_from_non_isr_replica and self.remote:  # UNSAFE: one follower suffices
+            new_hw = min(new_hw, max(s.log_end_offset for s in self.remote.values()))
+            if new_hw > self.high_watermark:
+                self.high_watermark = new_hw
+                return self._complete_waiters()
+            return []
         for rid in self.maximal_isr:
             if rid == self.local_id:
                 continue
@@ -484,7 +497,7 @@ class PartitionState:
                 request_leader_epoch is not None and request_leader_epoch != self.leader_epoch):
             return FetchResponseDecision(ignored=True)
         truncate_to, complete = None, True
-        if diverging_epoch is not None:
+        if diverging_epoch is not None and not self.unsafe_skip_truncation:  # UNSAFE when set
             target, complete = self._truncation_point(diverging_epoch)
             if target < self.log_end_offset:
                 truncate_to = target
