@@ -456,9 +456,34 @@ class PartitionState:
         return self._maybe_increment_hw()
 
     def on_alter_partition_failed(self) -> list[ProduceCompletion]:
-        """The proposal was rejected or lost: forget it (a later check may propose again)."""
+        """The proposal was not applied: forget it (a later check may propose again)."""
         self.pending = None
         return self._maybe_increment_hw() if self.is_leader else []
+
+    def on_alter_partition_error(self, proposal: IsrProposal,
+                                 error: ErrorCode | None) -> tuple[bool, list[ProduceCompletion]]:
+        """AlterPartition of ``proposal`` did not succeed: ``error`` is the controller's
+        answer, None when there was none (timeout, connection lost).  Returns (send it
+        again, completions).
+
+        Only an answer proving the change was not applied (INELIGIBLE_REPLICA,
+        OPERATION_NOT_ATTEMPTED) lets the leader fall back to its committed ISR, as
+        Kafka's ``handleAlterPartitionError``.  Without an answer the change may well be
+        committed: dropping an in-flight expansion then lets the HW pass records the new
+        member lacks, which the controller may elect (the data-plane simulator found it).
+        So the proposal stays pending -- the HW keeps counting the maximal ISR -- and is
+        sent again, or, when the answer says our epochs are stale, until the metadata
+        brings the change that settles it (``on_partition_change_committed``,
+        ``become_*``)."""
+        if self.pending is not proposal:
+            return False, []
+        if error in (ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED):
+            return False, self.on_alter_partition_failed()
+        if error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION,
+                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
+                     ErrorCode.STALE_BROKER_EPOCH):
+            return False, []
+        return True, []
 
     # ----------------------------------------------------- log start/truncate
 

@@ -68,7 +68,7 @@ class Params:
     fault_phase_ms: int
     heal_budget_ms: int = 20000
     request_timeout_ms: int = 200  # produce (the acks=all wait) and fetch timeouts
-    session_ms: int = 300  # broker session timeout at the controller
+    session_ms: int = 450  # broker session timeout at the controller
 
     @staticmethod
     def from_rng(rng: Random) -> "Params":
@@ -85,9 +85,9 @@ class Params:
             delay_max_ms=rng.choice([2, 10, 40]),
             lag_ms=rng.choice([150, 400, 1000]),
             flush_every_ms=rng.choice([0, 0, 50, 400]),
-            produce_every_ms=rng.choice([10, 30, 80]),
+            produce_every_ms=rng.choice([20, 50, 100]),
             fault_every_ms=rng.choice([100, 300, 800]),
-            fault_phase_ms=rng.choice([1000, 2000, 3000]),
+            fault_phase_ms=rng.choice([800, 1500, 2500]),
             request_timeout_ms=rng.choice([100, 250]),
         )
 
@@ -292,7 +292,7 @@ class Simulation:
         if b is None:
             return
         self._send(b.id, CONTROLLER, "heartbeat", b.id, inc)
-        self._at(self.now + 100, "heartbeat", b.id, inc)
+        self._at(self.now + 150, "heartbeat", b.id, inc)
 
     def _ev_isr_check(self, broker_id: int, inc: int) -> None:
         b = self._alive(broker_id, inc)
@@ -345,18 +345,27 @@ class Simulation:
         self._at(self.now + self.p.request_timeout_ms, "alter_timeout", b.id, b.incarnation, proposal)
 
     def _ev_alter_timeout(self, broker_id: int, inc: int, proposal) -> None:
+        """No answer: as ``Node._alter_partitions``, ask the core whether to send it again."""
         b = self._alive(broker_id, inc)
-        if b is not None and b.partition.state.pending is proposal:
-            b.partition.complete(b.partition.state.on_alter_partition_failed())
-            self._touch(b)
+        if b is not None:
+            self._alter_failed(b, proposal, None)
+
+    def _alter_failed(self, b: SimBroker, proposal, error) -> None:
+        retry, completions = b.partition.state.on_alter_partition_error(proposal, error)
+        b.partition.complete(completions)
+        if retry:
+            self._propose(b, proposal)
+        self._touch(b)
 
     def _on_alter_response(self, b: SimBroker, src: int, inc: int, proposal, error, reg) -> None:
         st = b.partition.state
         if inc != b.incarnation or st.pending is not proposal:
             return
-        if error == ErrorCode.NONE:
-            self._on_metadata(b, src, reg, inc)
-        if st.pending is proposal:  # rejected, or committed as no change
+        if error != ErrorCode.NONE:
+            self._alter_failed(b, proposal, error)
+            return
+        self._on_metadata(b, src, reg, inc)
+        if st.pending is proposal:  # answered with the committed state: nothing to change
             b.partition.complete(st.on_alter_partition_failed())
 
     # ------------------------------------------------------------------ replication
@@ -469,7 +478,7 @@ class Simulation:
                 fenced = self.controller.fence(b) or fenced
         if fenced:
             self._push()
-        self._at(self.now + 100, "controller_check")
+        self._at(self.now + 150, "controller_check")
 
     # ------------------------------------------------------------------ clients
 
@@ -580,7 +589,7 @@ class Simulation:
         if leader != NO_LEADER:
             c.leader = leader
             self._send(c.id, leader, "consume", c.offset)
-        self._at(self.now + self.rng.uniform(20, 80), "consume")
+        self._at(self.now + self.rng.uniform(40, 120), "consume")
 
     def _on_consume(self, b: SimBroker, src: int, offset: int) -> None:
         """A consumer fetch, as ``DataPath._read_partition`` serves one: up to the HW."""
