@@ -51,6 +51,7 @@ class Oracle:
         self.hw_seen: dict[tuple[int, int, int], int] = {}  # (broker, incarnation, epoch) -> HW
         self.cut_back = 0  # truth cuts after a loss Kafka allows
         self.cut_epoch = -1  # the leader epoch that made the last cut
+        self.written_at: dict[int, float] = {}  # write id -> when a leader first appended it
 
     # ---------------------------------------------------------------- committing
 
@@ -145,12 +146,15 @@ class Oracle:
                 return
             raise InvariantViolation(f"b{broker.id} diverges below its high watermark {hw}")
 
-    def check_acked(self, leader, brokers, heard, first: int, last: int) -> None:
-        """An acks=all write at ``first..last`` is being acknowledged by ``leader``."""
+    def check_acked(self, leader, brokers, first: int, last: int) -> None:
+        """An acks=all write at ``first..last`` is being acknowledged by ``leader`` (maybe
+        a retry, answered with the offsets the write got first): every maximal-ISR member
+        holds it, but one that lost power since the write was first appended."""
         want = record_ids(leader.disk.log, first, last + 1)
+        since = self.written_at.get(want[0][0], 0.0) if want else 0.0
         for b in leader.partition.state.maximal_isr:
             broker = brokers[b]
-            if b != leader.id and heard.get((leader.id, b)) != broker.power_losses:
+            if b != leader.id and broker.lost_power_at >= since:
                 continue
             if record_ids(broker.disk.log, first, last + 1) != want:
                 raise InvariantViolation(f"b{leader.id} acknowledges acks=all offsets {first}..{last}"

@@ -7,6 +7,7 @@ import time
 
 from broker.partition import SIM_UNSAFE_SWITCHES
 from broker.sim.simulation import Simulation, SimulationFailure
+from kraft import seeds as seeds_runner
 
 # Every mutation the simulation must catch: the simulator's own switches and the fault
 # suite's acks=all one (kraft.unsafe.ack.before.replication).
@@ -33,34 +34,10 @@ def run_seed(seed: int, unsafe=frozenset(), record_trace: bool = True) -> tuple[
     return seed, None
 
 
-def _run_seed_quiet(args) -> tuple[int, str | None]:
-    seed, unsafe = args
-    result = run_seed(seed, unsafe, record_trace=False)
-    if result[1] is not None:  # again with the trace, for a readable report
-        result = run_seed(seed, unsafe, record_trace=True)
-    return result
-
-
 def run_seeds(seeds, jobs: int = 1, unsafe=frozenset(), stop_on_failure: bool = False):
     """Yield (seed, failure-or-None) for each seed, in worker processes when jobs > 1."""
-    work = ((s, frozenset(unsafe)) for s in seeds)
-    if jobs <= 1:
-        for item in work:
-            result = _run_seed_quiet(item)
-            yield result
-            if stop_on_failure and result[1] is not None:
-                return
-        return
-    import multiprocessing
-
-    # spawn, not fork: a worker must not inherit the caller's threads, locks or signal
-    # handlers (see kraft/raft/sim.py for the hang forking from pytest caused).
-    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
-        for result in pool.imap_unordered(_run_seed_quiet, work, chunksize=16):
-            yield result
-            if stop_on_failure and result[1] is not None:
-                pool.terminate()
-                return
+    return seeds_runner.run_seeds(run_seed, seeds, jobs, frozenset(unsafe), stop_on_failure,
+                                  chunksize=16)
 
 
 def main(argv=None) -> int:

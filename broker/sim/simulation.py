@@ -99,6 +99,7 @@ class SimBroker:
         self.up = False
         self.incarnation = 0
         self.power_losses = 0
+        self.lost_power_at = -1.0
         self.partition: Partition | None = None
         self.seen = (-1, -1)  # (leader epoch, partition epoch) of the registration applied
         self.fetching: int | None = None  # the request id of the fetch in flight
@@ -272,7 +273,7 @@ class Simulation:
         for wid in [w for w, item in b.waits.items() if item[4][0].is_set()]:
             client, request, first, last, slot = b.waits.pop(wid)
             if slot[1] == ErrorCode.NONE:
-                self.oracle.check_acked(b, self.brokers, self.heard, first, last)
+                self.oracle.check_acked(b, self.brokers, first, last)
             self._send(b.id, client, "produce_response", request, slot[1], first)
         deadline = st.next_deadline_ms()
         if deadline is not None:
@@ -506,18 +507,18 @@ class Simulation:
     def _send_write(self, c: Client) -> None:
         leader = c.leader if c.leader is not None else self.controller.reg.leader
         c.attempts += 1
+        request = c.request = self._id()
         if leader == NO_LEADER:
-            self._at(self.now + 50, "retry", c.id, None)
+            self._at(self.now + 50, "retry", c.id, request)
             return
         c.leader = leader
-        request = c.request = self._id()
         self._send(c.id, leader, "produce", c.id, request, c.acks, c.write[2])
         if c.acks == 0:
             c.write, c.request = None, None
             return
         self._at(self.now + self.p.request_timeout_ms + 2 * self.p.delay_max_ms, "retry", c.id, request)
 
-    def _ev_retry(self, client_id: int, request: int | None) -> None:
+    def _ev_retry(self, client_id: int, request: int) -> None:
         c = self._client(client_id)
         if c.write is not None and c.request == request:
             self._retry(c)
@@ -555,6 +556,7 @@ class Simulation:
         else:
             first, last, completions = part.append_as_leader(bytearray(batch))
             part.complete(completions)
+            self.oracle.written_at.setdefault(headers[0].max_timestamp, self.now)
             self.log(f"b{b.id} appends write {headers[0].max_timestamp} from p{client_id} at {first}..{last}")
         if acks != -1:
             self._send(b.id, src, "produce_response", request, ErrorCode.NONE, first)
@@ -562,7 +564,7 @@ class Simulation:
         reg = st.register_produce_waiter(last + 1, int(self.now) + self.p.request_timeout_ms, self.p.min_isr)
         if reg.completion is not None:
             if reg.completion.error == ErrorCode.NONE:
-                self.oracle.check_acked(b, self.brokers, self.heard, first, last)
+                self.oracle.check_acked(b, self.brokers, first, last)
             self._send(b.id, src, "produce_response", request, reg.completion.error, first)
             return
         b.waits[reg.waiter_id] = (src, request, first, last, part.add_waiter(reg.waiter_id))
@@ -640,6 +642,7 @@ class Simulation:
             if kind == "power_loss":
                 victim.disk.power_loss(self.rng)
                 victim.power_losses += 1
+                victim.lost_power_at = self.now
                 self.oracle.on_power_loss(victim.id)
             elif kind == "shutdown":
                 victim.disk.log.flush()
