@@ -522,7 +522,9 @@ class PartitionState:
                 request_leader_epoch is not None and request_leader_epoch != self.leader_epoch):
             return FetchResponseDecision(ignored=True)
         truncate_to, complete = None, True
-        if diverging_epoch is not None and not self.unsafe_skip_truncation:  # UNSAFE when set
+        if self.unsafe_skip_truncation:  # UNSAFE: the divergence is ignored
+            diverging_epoch = None
+        if diverging_epoch is not None:
             target, complete = self._truncation_point(diverging_epoch)
             if target < self.log_end_offset:
                 truncate_to = target
@@ -534,7 +536,14 @@ class PartitionState:
                 self.on_log_start_offset(new_start)
             else:
                 new_start = None
-        self.high_watermark = max(min(high_watermark, self.log_end_offset), self.log_start_offset)
+        if diverging_epoch is None:
+            self.high_watermark = max(min(high_watermark, self.log_end_offset), self.log_start_offset)
+        else:
+            # Never raised by a diverging answer (Kafka does not take the HW from it): below
+            # the leader's HW this log may still differ from the leader's when the point is
+            # not final (KIP-279), and taking it let the HW cover records the next round
+            # truncates (the data-plane simulator's seed 28473).
+            self.high_watermark = max(min(self.high_watermark, high_watermark), self.log_start_offset)
         return FetchResponseDecision(False, truncate_to, complete, self.high_watermark, new_start)
 
     def _truncation_point(self, leader: EpochEndOffset) -> tuple[int, bool]:

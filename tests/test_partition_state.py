@@ -662,6 +662,21 @@ def test_undefined_diverging_end_offset_truncates_to_the_hw():
     assert d.truncate_to == 4 and f.high_watermark == 3
 
 
+def test_a_diverging_answer_never_raises_the_follower_hw():
+    """An intermediate truncation point (KIP-279: the follower does not know the leader's
+    epoch 1) leaves records that may differ from the leader's below the leader's HW: the
+    HW must not cover them (data-plane simulator, seed 28473)."""
+    f = PartitionState(2, LeaderEpochCache([(0, 0), (2, 7)]), log_end_offset=15)
+    f.become_follower(1, 3, 4, (1, 2), (1, 2), 15, 0, now_ms=0)
+    d = f.on_fetch_response(3, EpochEndOffset(1, 3), 0)
+    assert (d.truncate_to, d.truncation_complete) == (7, False)
+    assert f.high_watermark == 0
+    d = f.on_fetch_response(3, EpochEndOffset(1, 0), 0)  # the leader has no epoch 0
+    assert d.truncate_to == 0 and f.high_watermark == 0
+    f.on_local_append(3, [B(0, 1)])
+    assert f.on_fetch_response(3).high_watermark == 3
+
+
 def test_follower_hw_is_bounded_by_its_own_leo_and_follows_the_log_start():
     f = PartitionState(2, LeaderEpochCache([(1, 0)]), log_end_offset=6)
     f.become_follower(1, 2, 1, (1, 2), (1, 2), 6, 0, now_ms=0)
