@@ -31,24 +31,21 @@ The checkpoint file ``leader-epoch-checkpoint`` uses Kafka's text format::
     0 0        <- epoch, start offset
     3 1200
 
-It is replaced atomically; a malformed file raises ``LeaderEpochCheckpointError`` naming
-the file and line (the caller may then rebuild the cache by scanning the log's batch
-headers, which is what Kafka's recovery does).
+This module only turns the cache into those bytes and back; the file itself is
+``broker/leader_epoch_checkpoint.py``'s (the simulator keeps it in memory instead).  Bytes
+that do not parse raise ``LeaderEpochCheckpointError`` naming the source and line (the
+caller may then rebuild the cache by scanning the log's batch headers, which is what
+Kafka's recovery does).
 """
 
 from __future__ import annotations
 
 import bisect
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
-
-from kraft.durability import atomic_write
 
 __all__ = [
-    "CHECKPOINT_FILE_NAME",
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
     "EpochEntry",
@@ -56,7 +53,6 @@ __all__ = [
     "LeaderEpochCheckpointError",
 ]
 
-CHECKPOINT_FILE_NAME = "leader-epoch-checkpoint"
 CHECKPOINT_VERSION = 0
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -253,24 +249,3 @@ class LeaderEpochCache:
             cache._epochs.append(epoch)
             cache._starts.append(start)
         return cache
-
-    def write_checkpoint(self, path: str | os.PathLike, *, sync: bool = True) -> None:
-        """Atomically replace the checkpoint file at ``path`` (fsynced unless ``sync`` is
-        False)."""
-        atomic_write(path, self.to_checkpoint_bytes(), sync=sync)
-
-    @classmethod
-    def read_checkpoint(cls, path: str | os.PathLike) -> LeaderEpochCache:
-        """Load the checkpoint at ``path``; an empty cache when the file does not exist.
-
-        Raises:
-            LeaderEpochCheckpointError: the file is unreadable or malformed.
-        """
-        path = Path(path)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return cls()
-        except OSError as exc:
-            raise LeaderEpochCheckpointError(f"{path}: unreadable checkpoint ({exc.strerror})") from None
-        return cls.from_checkpoint_bytes(data, str(path))

@@ -14,13 +14,13 @@ log layer cannot: which transaction a marker ends is producer state).
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import trio
 
 from broker.leader_epoch_cache import LeaderEpochCache, LeaderEpochCheckpointError
+from broker.leader_epoch_checkpoint import EpochCheckpointStore, LeaderEpochCheckpointFile
 from broker.partition_state import PartitionState
-from broker.partition_state_types import ProduceCompletion
+from broker.partition_state_types import EpochEndOffset, FetchPosition, ProduceCompletion, Role
 from broker.producer_state import CompletedTxn, ProducerStateManager
 from kraft.log import Log
 from kraft.log.cleaner import LogCleaner
@@ -32,29 +32,43 @@ from kraft.records.header import iter_batches
 
 log = logging.getLogger(__name__)
 
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+# Mutation switches of the data-plane simulator (``broker/sim``), each breaking one rule of
+# the partition core on purpose so the simulation can show it notices.  No broker
+# configuration reaches them: only the simulator passes ``sim_unsafe``.
+SIM_UNSAFE_SWITCHES = ("unsafe_hw_from_non_isr_replica", "unsafe_skip_truncation_on_divergence",
+                       "unsafe_no_producer_dedup")
 
 
 class Partition:
+    """``plog``: the replica's ``Log`` (the simulator's in-memory one has the same methods);
+    ``epoch_checkpoint``: where the leader-epoch cache is kept (default: the
+    ``leader-epoch-checkpoint`` file in the log's directory)."""
+
     def __init__(self, topic: str, index: int, topic_id, plog: Log, broker_id: int, *,
                  high_watermark: int = 0, unsafe_ack_before_replication: bool = False,
-                 cleaner: LogCleaner | None = None, waiting: set | None = None):
+                 cleaner: LogCleaner | None = None, waiting: set | None = None,
+                 epoch_checkpoint: EpochCheckpointStore | None = None,
+                 sim_unsafe: frozenset[str] = frozenset()):
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
         self.log = plog
         self.cleaner = cleaner  # told of truncations: its checkpoint must not pass the log end
         self.truncations = 0  # the log cleaner discards a plan made before a truncation
-        self._epoch_path = Path(plog.dir) / LEADER_EPOCH_CHECKPOINT
+        if not sim_unsafe <= set(SIM_UNSAFE_SWITCHES):
+            raise ValueError(f"unknown switches {sorted(sim_unsafe - set(SIM_UNSAFE_SWITCHES))}")
+        self._epoch_checkpoint = (epoch_checkpoint if epoch_checkpoint is not None
+                                  else LeaderEpochCheckpointFile.in_directory(plog.dir))
         try:
-            cache = LeaderEpochCache.read_checkpoint(self._epoch_path)
+            cache = self._epoch_checkpoint.read()
         except LeaderEpochCheckpointError as exc:  # torn by a machine crash: rebuilt below
             log.warning("%s-%d: %s; rebuilding the leader epochs from the log", topic, index, exc)
             cache = LeaderEpochCache()
         cache.truncate_from_end(plog.log_end_offset)  # entries past a recovered log end
         self._written_epochs = cache.entries
         self._epochs_unsynced = False  # the checkpoint file was written but not fsynced
-        self.producers = ProducerStateManager()
+        self.producers = ProducerStateManager(
+            unsafe_no_dedup="unsafe_no_producer_dedup" in sim_unsafe)
         # The checkpoint is written without fsync (``checkpoint_epochs``), so after a machine
         # crash it may lack epochs of batches that survived: the batches' own epochs fill
         # them in, as Kafka's recovery re-assigns epochs from the segments it reads.
@@ -67,7 +81,9 @@ class Partition:
         self.state = PartitionState(
             broker_id, cache, log_start_offset=plog.log_start_offset,
             log_end_offset=plog.log_end_offset, high_watermark=high_watermark,
-            unsafe_ack_before_replication=unsafe_ack_before_replication)
+            unsafe_ack_before_replication=unsafe_ack_before_replication,
+            unsafe_hw_from_non_isr_replica="unsafe_hw_from_non_isr_replica" in sim_unsafe,
+            unsafe_skip_truncation="unsafe_skip_truncation_on_divergence" in sim_unsafe)
         self._watchers: set = set()  # long-polling fetches (``watch``)
         self.version = 0  # changes counted by ``notify``
         self.followed_leader: int | None = None  # the owner's index of followers (ReplicaManager)
@@ -124,6 +140,58 @@ class Partition:
         if completions:
             self.notify()
 
+    # -- decisions applied ------------------------------------------------------------
+
+    def apply_registration(self, local_id: int, leader: int, leader_epoch: int, partition_epoch: int,
+                           replicas, isr, now_ms: int) -> bool:
+        """The metadata image's registration of this partition (the replica manager's
+        reconciler, or the simulator's controller model): become leader or follower, or
+        take an ISR change of the current leadership.  True when it was applied (not stale)."""
+        st = self.state
+        leo = self.log.log_end_offset
+        if leader == local_id:
+            if st.is_leader and leader_epoch == st.leader_epoch:
+                self.complete(st.on_partition_change_committed(isr, partition_epoch, replicas))
+                applied = True
+            else:
+                change = st.become_leader(leader_epoch, partition_epoch, replicas, isr, leo,
+                                          st.high_watermark, now_ms)
+                applied = change.applied
+                if applied:
+                    log.info("%s: leader in epoch %d, ISR %s", self.name, leader_epoch, list(isr))
+                self.complete(change.completed)
+            self.checkpoint_epochs()
+        else:
+            change = st.become_follower(leader, leader_epoch, partition_epoch, replicas, isr, leo,
+                                        st.high_watermark, now_ms)
+            applied = change.applied
+            self.complete(change.completed)
+        self.notify()
+        return applied
+
+    def apply_fetched(self, position: FetchPosition, records: bytes, high_watermark: int,
+                      diverging: EpochEndOffset | None, log_start_offset: int) -> int:
+        """A follower's answer from its leader for this partition: append the whole batches
+        ``records`` (when the fetch was of the current leadership), then truncate or move
+        the log start as the state decides.  Returns the bytes appended."""
+        st = self.state
+        appended = 0
+        if (diverging is None and records and st.leader_epoch == position.current_leader_epoch
+                and st.role is Role.FOLLOWER):
+            self.append_as_follower(records)
+            appended = len(records)
+        decision = st.on_fetch_response(high_watermark, diverging, log_start_offset,
+                                        request_leader_epoch=position.current_leader_epoch)
+        if decision.ignored:
+            return appended
+        if decision.truncate_to is not None:
+            self.truncate_to(decision.truncate_to)
+        if decision.log_start_offset is not None:
+            self.log.delete_records_before(decision.log_start_offset)
+        if decision.truncate_to is not None or decision.log_start_offset is not None:
+            self.notify()
+        return appended
+
     # -- log changes ------------------------------------------------------------------
 
     def checkpoint_epochs(self, *, sync: bool = False) -> None:
@@ -135,7 +203,7 @@ class Partition:
         replicas must not cost two fsyncs each (issue 15)."""
         entries = self.state.epoch_cache.entries
         if entries != self._written_epochs or (sync and self._epochs_unsynced):
-            self.state.epoch_cache.write_checkpoint(self._epoch_path, sync=sync)
+            self._epoch_checkpoint.write(self.state.epoch_cache, sync=sync)
             self._written_epochs = entries
             self._epochs_unsynced = not sync
 

@@ -120,14 +120,21 @@ class PartitionState:
         epoch_cache: the partition's leader-epoch cache (shared with whoever checkpoints it).
         log_start_offset / log_end_offset / high_watermark: the local log as opened.
         unsafe_ack_before_replication: DELIBERATELY UNSAFE, for the fault suite only.
+        unsafe_hw_from_non_isr_replica, unsafe_skip_truncation: DELIBERATELY UNSAFE, the
+            data-plane simulator's mutation switches (``broker/sim``); no broker setting
+            reaches them.  The first advances the HW to what any one follower has, ISR
+            member or not; the second ignores a diverging epoch (no truncation).
     """
 
     def __init__(self, local_id: int, epoch_cache: LeaderEpochCache | None = None, *,
                  log_start_offset: int = 0, log_end_offset: int = 0, high_watermark: int = 0,
-                 unsafe_ack_before_replication: bool = False):
+                 unsafe_ack_before_replication: bool = False,
+                 unsafe_hw_from_non_isr_replica: bool = False, unsafe_skip_truncation: bool = False):
         self.local_id = local_id
         self.epoch_cache = epoch_cache if epoch_cache is not None else LeaderEpochCache()
         self.unsafe_ack_before_replication = unsafe_ack_before_replication
+        self.unsafe_hw_from_non_isr_replica = unsafe_hw_from_non_isr_replica
+        self.unsafe_skip_truncation = unsafe_skip_truncation
         self.role = Role.OFFLINE
         self.leader_id = -1
         self.leader_epoch = -1
@@ -354,6 +361,12 @@ class PartitionState:
 
     def _maybe_increment_hw(self) -> list[ProduceCompletion]:
         new_hw = self.log_end_offset
+        if self.unsafe_hw_from_non_isr_replica and self.remote:  # UNSAFE: one follower suffices
+            new_hw = min(new_hw, max(s.log_end_offset for s in self.remote.values()))
+            if new_hw > self.high_watermark:
+                self.high_watermark = new_hw
+                return self._complete_waiters()
+            return []
         for rid in self.maximal_isr:
             if rid == self.local_id:
                 continue
@@ -443,9 +456,34 @@ class PartitionState:
         return self._maybe_increment_hw()
 
     def on_alter_partition_failed(self) -> list[ProduceCompletion]:
-        """The proposal was rejected or lost: forget it (a later check may propose again)."""
+        """The proposal was not applied: forget it (a later check may propose again)."""
         self.pending = None
         return self._maybe_increment_hw() if self.is_leader else []
+
+    def on_alter_partition_error(self, proposal: IsrProposal,
+                                 error: ErrorCode | None) -> tuple[bool, list[ProduceCompletion]]:
+        """AlterPartition of ``proposal`` did not succeed: ``error`` is the controller's
+        answer, None when there was none (timeout, connection lost).  Returns (send it
+        again, completions).
+
+        Only an answer proving the change was not applied (INELIGIBLE_REPLICA,
+        OPERATION_NOT_ATTEMPTED) lets the leader fall back to its committed ISR, as
+        Kafka's ``handleAlterPartitionError``.  Without an answer the change may well be
+        committed: dropping an in-flight expansion then lets the HW pass records the new
+        member lacks, which the controller may elect (the data-plane simulator found it).
+        So the proposal stays pending -- the HW keeps counting the maximal ISR -- and is
+        sent again, or, when the answer says our epochs are stale, until the metadata
+        brings the change that settles it (``on_partition_change_committed``,
+        ``become_*``)."""
+        if self.pending is not proposal:
+            return False, []
+        if error in (ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED):
+            return False, self.on_alter_partition_failed()
+        if error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION,
+                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
+                     ErrorCode.STALE_BROKER_EPOCH):
+            return False, []
+        return True, []
 
     # ----------------------------------------------------- log start/truncate
 
@@ -484,6 +522,8 @@ class PartitionState:
                 request_leader_epoch is not None and request_leader_epoch != self.leader_epoch):
             return FetchResponseDecision(ignored=True)
         truncate_to, complete = None, True
+        if self.unsafe_skip_truncation:  # UNSAFE: the divergence is ignored
+            diverging_epoch = None
         if diverging_epoch is not None:
             target, complete = self._truncation_point(diverging_epoch)
             if target < self.log_end_offset:
@@ -496,7 +536,14 @@ class PartitionState:
                 self.on_log_start_offset(new_start)
             else:
                 new_start = None
-        self.high_watermark = max(min(high_watermark, self.log_end_offset), self.log_start_offset)
+        if diverging_epoch is None:
+            self.high_watermark = max(min(high_watermark, self.log_end_offset), self.log_start_offset)
+        else:
+            # Never raised by a diverging answer (Kafka does not take the HW from it): below
+            # the leader's HW this log may still differ from the leader's when the point is
+            # not final (KIP-279), and taking it let the HW cover records the next round
+            # truncates (the data-plane simulator's seed 28473).
+            self.high_watermark = max(min(self.high_watermark, high_watermark), self.log_start_offset)
         return FetchResponseDecision(False, truncate_to, complete, self.high_watermark, new_start)
 
     def _truncation_point(self, leader: EpochEndOffset) -> tuple[int, bool]:

@@ -247,7 +247,10 @@ _NEW = CheckResult(Verdict.NEW)
 class ProducerStateManager:
     """Per-producer epoch and last-five-batch metadata for one partition."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, unsafe_no_dedup: bool = False) -> None:
+        # DELIBERATELY UNSAFE when set: a retried batch is appended again (the data-plane
+        # simulator's mutation switch, ``broker/sim``; no broker setting reaches it).
+        self.unsafe_no_dedup = unsafe_no_dedup
         self._producers: dict[int, ProducerStateEntry] = {}
         # The state reflects every batch below this offset.
         self.map_end_offset = 0
@@ -328,6 +331,8 @@ class ProducerStateManager:
                 entry = known.copy() if known else ProducerStateEntry(pid)
                 scratch[pid] = entry
             result = self._check_one(entry, batch)
+            if self.unsafe_no_dedup and result.verdict is Verdict.DUPLICATE:
+                result = _NEW  # UNSAFE: the retry is appended a second time
             if result is not _NEW:
                 return result
             entry._set_epoch(batch.producer_epoch)

@@ -198,7 +198,6 @@ class ReplicaFetcherManager:
         return progressed
 
     async def _handle(self, partition, pos, resp, address) -> bool:
-        st = partition.state
         error = resp["error_code"]
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
             await self._out_of_range(partition, pos, address)
@@ -208,23 +207,11 @@ class ReplicaFetcherManager:
             return False
         div = resp["diverging_epoch"]
         diverging = EpochEndOffset(div["epoch"], div["end_offset"]) if div["end_offset"] >= 0 else None
-        if diverging is None:
-            data = whole_batches_prefix(resp["records"] or b"")
-            if data and st.leader_epoch == pos.current_leader_epoch and st.role.value == "follower":
-                partition.append_as_follower(data)
-                quota = self.replicas.replication_quotas.follower
-                if quota.active and quota.is_throttled(partition.topic, partition.index):
-                    quota.record(len(data), clock.monotonic_ms())  # in the ISR or not, as Kafka
-        decision = st.on_fetch_response(resp["high_watermark"], diverging, resp["log_start_offset"],
-                                        request_leader_epoch=pos.current_leader_epoch)
-        if decision.ignored:
-            return True
-        if decision.truncate_to is not None:
-            partition.truncate_to(decision.truncate_to)
-        if decision.log_start_offset is not None:
-            partition.log.delete_records_before(decision.log_start_offset)
-        if decision.truncate_to is not None or decision.log_start_offset is not None:
-            partition.notify()
+        data = whole_batches_prefix(resp["records"] or b"") if diverging is None else b""
+        appended = partition.apply_fetched(pos, data, resp["high_watermark"], diverging, resp["log_start_offset"])
+        quota = self.replicas.replication_quotas.follower
+        if appended and quota.active and quota.is_throttled(partition.topic, partition.index):
+            quota.record(appended, clock.monotonic_ms())  # in the ISR or not, as Kafka
         return True
 
     async def _out_of_range(self, partition, pos, address) -> None:

@@ -367,26 +367,11 @@ class ReplicaManager:
                 partition.log.update_config(config)
 
     def _apply(self, partition: Partition, reg, now: int) -> None:
-        st = partition.state
-        leo = partition.log.log_end_offset
-        if reg.leader == self.broker_id:
-            if st.is_leader and reg.leader_epoch == st.leader_epoch:
-                partition.complete(st.on_partition_change_committed(reg.isr, reg.partition_epoch, reg.replicas))
-            else:
-                change = st.become_leader(reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr,
-                                          leo, st.high_watermark, now)
-                if change.applied:
-                    log.info("%s: leader in epoch %d, ISR %s", partition.name, reg.leader_epoch, list(reg.isr))
-                partition.complete(change.completed)
-            partition.checkpoint_epochs()
-        else:
-            change = st.become_follower(reg.leader, reg.leader_epoch, reg.partition_epoch, reg.replicas,
-                                        reg.isr, leo, st.high_watermark, now)
-            partition.complete(change.completed)
-        partition.notify()
+        partition.apply_registration(self.broker_id, reg.leader, reg.leader_epoch, reg.partition_epoch,
+                                     reg.replicas, reg.isr, now)
         self._track(partition)
         for listener in self.leadership_listeners:
-            listener(partition.topic, partition.index, st.is_leader)
+            listener(partition.topic, partition.index, partition.state.is_leader)
 
     def _remove(self, key) -> None:
         partition = self.partitions.pop(key)

@@ -50,6 +50,7 @@ from metadata.controller_server import ControllerServer
 log = logging.getLogger("kraft.node")
 
 ALTER_PARTITION_BATCH = 1000  # ISR changes per AlterPartition request
+ALTER_PARTITION_RETRY_S = 0.5  # before sending an unanswered ISR change again
 QUORUM_APIS = {"Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "FetchSnapshot"}
 INTER_BROKER_PURPOSES = {"replication", "txn-markers"}  # the others talk to the controllers
 
@@ -321,10 +322,17 @@ class Node:
             await replicas.isr_proposal_event.wait()
             replicas.isr_proposal_event = trio.Event()
             proposals, replicas.isr_proposals = replicas.isr_proposals, []
+            again = []
             for start in range(0, len(proposals), ALTER_PARTITION_BATCH):
-                await self._alter_partitions(channel, proposals[start:start + ALTER_PARTITION_BATCH])
+                again += await self._alter_partitions(channel, proposals[start:start + ALTER_PARTITION_BATCH])
+            if again:  # unanswered or refused for a reason that may pass: after a pause
+                await trio.sleep(ALTER_PARTITION_RETRY_S)
+                for partition, proposal in again:
+                    if partition.state.pending is proposal and replicas.get(partition.topic, partition.index) is partition:
+                        replicas.propose(partition, proposal)
 
-    async def _alter_partitions(self, channel: ControllerChannel, proposals: list) -> None:
+    async def _alter_partitions(self, channel: ControllerChannel, proposals: list) -> list:
+        """Send ``proposals`` in one request; returns those to send again."""
         topics: dict[str, dict] = {}
         for partition, proposal in proposals:
             topic = topics.setdefault(partition.topic, {
@@ -336,32 +344,40 @@ class Node:
         body = {"broker_id": self.config.node_id, "broker_epoch": self.lifecycle.broker_epoch,
                 "topics": list(topics.values())}
         errors: dict[tuple, int] = {}  # (topic id, index) -> error code
+        top_error = None  # for every partition: None when the controller did not answer
         try:
             resp = await channel.request("AlterPartition", 2, body, timeout_s=10)
-        except Exception as exc:  # noqa: BLE001 - any failure: forget the proposals
-            # Not an answer from the controller: the leaders propose again at their next
-            # ISR check (``run_maintenance``).
+        except Exception as exc:  # noqa: BLE001 - any failure: no answer
             log.info("AlterPartition of %d partitions failed: %s", len(proposals), exc)
             resp = None
         if resp is not None and resp["error_code"]:
             log.info("AlterPartition of %d partitions refused: %s", len(proposals),
                      ErrorCode(resp["error_code"]).name)
+            top_error = resp["error_code"]
         elif resp is not None:
+            top_error = ErrorCode.UNKNOWN_SERVER_ERROR  # a partition the answer left out
             for t in resp["topics"]:
                 for p in t["partitions"]:
                     errors[(t["topic_id"], p["partition_index"])] = p["error_code"]
+        again = []
         for partition, proposal in proposals:
-            error = errors.get((partition.topic_id, partition.index), ErrorCode.UNKNOWN_SERVER_ERROR)
-            self.replicas.stats.isr_update(proposal.kind.value, ok=not error)
-            if error:
+            error = errors.get((partition.topic_id, partition.index), top_error)
+            self.replicas.stats.isr_update(proposal.kind.value, ok=error == ErrorCode.NONE)
+            if error != ErrorCode.NONE:
                 if resp is not None and not resp["error_code"]:
                     log.info("%s: ISR change %s -> %s refused: %s", partition.name, proposal.kind.value,
                              list(proposal.new_isr), ErrorCode(error).name)
-                if partition.state.pending is proposal:
-                    partition.complete(partition.state.on_alter_partition_failed())
+                # Pending until an answer proves it was not applied (see the method).
+                retry, completions = partition.state.on_alter_partition_error(
+                    proposal, None if error is None else ErrorCode(error))
+                if completions or partition.state.pending is None:
+                    partition.complete(completions)
                     partition.notify()
+                if retry:
+                    again.append((partition, proposal))
             else:
                 log.info("%s: ISR %s -> %s", partition.name, proposal.kind.value, list(proposal.new_isr))
+        return again
 
     async def _controller_request(self, request: rpc.Request) -> dict:
         if self.controller_authorization is not None:  # ACLs, as on the broker listeners

@@ -20,6 +20,7 @@ from broker.leader_epoch_cache import (
     LeaderEpochCache,
     LeaderEpochCheckpointError,
 )
+from broker.leader_epoch_checkpoint import LeaderEpochCheckpointFile
 
 REPO = Path(__file__).resolve().parents[1]
 UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
@@ -167,17 +168,17 @@ def test_truncations_on_examples():
 def test_checkpoint_text_is_kafkas_format(tmp_path):
     c = cache_of((0, 0), (4, 120))
     path = tmp_path / "leader-epoch-checkpoint"
-    c.write_checkpoint(path)
+    LeaderEpochCheckpointFile(path).write(c)
     assert path.read_text() == "0\n2\n0 0\n4 120\n"
-    assert LeaderEpochCache.read_checkpoint(path) == c
+    assert LeaderEpochCheckpointFile(path).read() == c
     assert [p.name for p in tmp_path.iterdir()] == ["leader-epoch-checkpoint"]  # no temp file left
-    LeaderEpochCache().write_checkpoint(path)
+    LeaderEpochCheckpointFile(path).write(LeaderEpochCache())
     assert path.read_text() == "0\n0\n"
-    assert len(LeaderEpochCache.read_checkpoint(path)) == 0
+    assert len(LeaderEpochCheckpointFile(path).read()) == 0
 
 
 def test_missing_checkpoint_is_an_empty_cache(tmp_path):
-    assert len(LeaderEpochCache.read_checkpoint(tmp_path / "nope")) == 0
+    assert len(LeaderEpochCheckpointFile(tmp_path / "nope").read()) == 0
 
 
 @settings(max_examples=100, deadline=None)
@@ -205,7 +206,7 @@ def test_corrupt_checkpoint_is_a_typed_error_naming_the_line(tmp_path, text, whe
     path = tmp_path / "leader-epoch-checkpoint"
     path.write_text(text)
     with pytest.raises(LeaderEpochCheckpointError) as info:
-        LeaderEpochCache.read_checkpoint(path)
+        LeaderEpochCheckpointFile(path).read()
     assert str(path) + where in str(info.value)
 
 
@@ -218,7 +219,8 @@ def test_binary_garbage_is_a_typed_error():
 
 SANS_IO_MODULES = ["broker/leader_epoch_cache.py", "broker/producer_state.py",
                    "broker/partition_state.py", "broker/partition_state_types.py"]
-FORBIDDEN = {"socket", "trio", "time", "asyncio", "threading", "select", "selectors", "random"}
+FORBIDDEN = {"socket", "trio", "time", "asyncio", "threading", "select", "selectors", "random", "os",
+             "pathlib", "io"}
 
 
 @pytest.mark.parametrize("module", SANS_IO_MODULES)

@@ -206,6 +206,42 @@ def test_expansion_waits_for_the_epoch_start_even_above_the_hw():
     assert fetch(p, 3, 10).isr_proposal.new_isr == (1, 2, 3)
 
 
+def test_an_unanswered_expansion_stays_pending_so_the_hw_waits_for_the_new_member():
+    """AlterPartition without an answer may have been committed: the HW keeps counting
+    the new member (the data-plane simulator's seed 3905 lost committed records when the
+    leader fell back to its old ISR and the controller elected the new member)."""
+    p = make_leader(isr=(1, 3))
+    append(p, 5)
+    fetch(p, 3, 5)
+    fetch(p, 2, 5)
+    append(p, 5)
+    expansion = p.pending
+    assert expansion is not None and expansion.kind is IsrChange.EXPAND
+    fetch(p, 3, 10)
+    assert p.high_watermark == 5  # replica 2 is in the maximal ISR
+    assert p.on_alter_partition_error(expansion, None) == (True, [])  # send it again
+    assert p.pending is expansion and p.high_watermark == 5
+    assert p.on_alter_partition_error(expansion, ErrorCode.INVALID_UPDATE_VERSION) == (False, [])
+    assert p.pending is expansion and p.high_watermark == 5  # the metadata will settle it
+    p.on_partition_change_committed((1, 2, 3), partition_epoch=2)
+    assert p.pending is None and p.high_watermark == 5
+
+
+def test_only_an_answer_that_it_was_not_applied_drops_a_proposal():
+    p = make_leader(isr=(1, 3))
+    append(p, 5)
+    fetch(p, 3, 5)
+    fetch(p, 2, 5)
+    expansion = p.pending
+    append(p, 5)
+    fetch(p, 3, 10)
+    assert p.on_alter_partition_error(expansion, ErrorCode.FENCED_LEADER_EPOCH) == (False, [])
+    assert p.pending is expansion and p.high_watermark == 5
+    assert p.on_alter_partition_error(expansion, ErrorCode.INELIGIBLE_REPLICA) == (False, [])
+    assert p.pending is None and p.high_watermark == 10  # back to the committed ISR {1, 3}
+    assert p.on_alter_partition_error(expansion, None) == (False, [])  # no longer pending
+
+
 def test_a_rejected_proposal_can_be_retried_and_stale_changes_are_ignored():
     p = make_leader()
     append(p, 5)
@@ -624,6 +660,21 @@ def test_undefined_diverging_end_offset_truncates_to_the_hw():
     f.become_follower(1, 2, 1, (1, 2), (1, 2), 10, 4, now_ms=0)
     d = f.on_fetch_response(3, EpochEndOffset(-1, -1), 0)
     assert d.truncate_to == 4 and f.high_watermark == 3
+
+
+def test_a_diverging_answer_never_raises_the_follower_hw():
+    """An intermediate truncation point (KIP-279: the follower does not know the leader's
+    epoch 1) leaves records that may differ from the leader's below the leader's HW: the
+    HW must not cover them (data-plane simulator, seed 28473)."""
+    f = PartitionState(2, LeaderEpochCache([(0, 0), (2, 7)]), log_end_offset=15)
+    f.become_follower(1, 3, 4, (1, 2), (1, 2), 15, 0, now_ms=0)
+    d = f.on_fetch_response(3, EpochEndOffset(1, 3), 0)
+    assert (d.truncate_to, d.truncation_complete) == (7, False)
+    assert f.high_watermark == 0
+    d = f.on_fetch_response(3, EpochEndOffset(1, 0), 0)  # the leader has no epoch 0
+    assert d.truncate_to == 0 and f.high_watermark == 0
+    f.on_local_append(3, [B(0, 1)])
+    assert f.on_fetch_response(3).high_watermark == 3
 
 
 def test_follower_hw_is_bounded_by_its_own_leo_and_follows_the_log_start():

@@ -39,6 +39,7 @@ import sys
 from dataclasses import dataclass, replace
 from random import Random
 
+from kraft import seeds as seeds_runner
 from kraft.raft.config import RaftConfig
 from kraft.raft.messages import Batch, Envelope, HardState, Snapshot
 from kraft.raft.node import PlainVotersCodec, RaftInvariantError, RaftNode, Ready, Role
@@ -710,36 +711,10 @@ def run_seed(seed: int, config_overrides: dict | None = None,
     return seed, None
 
 
-def _run_seed_quiet(args) -> tuple[int, str | None]:
-    seed, overrides = args
-    result = run_seed(seed, overrides, record_trace=False)
-    if result[1] is not None:  # replay with the trace for a readable report
-        result = run_seed(seed, overrides, record_trace=True)
-    return result
-
-
 def run_seeds(seeds, jobs: int = 1, config_overrides: dict | None = None,
               stop_on_failure: bool = False):
     """Yield (seed, failure-or-None) for each seed, in parallel processes when jobs > 1."""
-    work = ((s, config_overrides) for s in seeds)
-    if jobs <= 1:
-        for item in work:
-            result = _run_seed_quiet(item)
-            yield result
-            if stop_on_failure and result[1] is not None:
-                return
-        return
-    import multiprocessing
-
-    # spawn, not fork: a worker must not inherit the caller's threads, locks or Python
-    # signal handlers.  Forked from a pytest process holding a Python SIGTERM handler,
-    # a worker once missed Pool.terminate()'s SIGTERM and the run hung in join().
-    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
-        for result in pool.imap_unordered(_run_seed_quiet, work, chunksize=8):
-            yield result
-            if stop_on_failure and result[1] is not None:
-                pool.terminate()
-                return
+    return seeds_runner.run_seeds(run_seed, seeds, jobs, config_overrides, stop_on_failure)
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,5 @@
+import sys
+
+from broker.sim.runner import main
+
+sys.exit(main())
