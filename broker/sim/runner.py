@@ -9,6 +9,14 @@ from broker.partition import SIM_UNSAFE_SWITCHES
 from broker.sim.simulation import Simulation, SimulationFailure
 from kraft import seeds as seeds_runner
 
+USAGE = """The data-plane simulator: one partition's brokers, controller, clients, network and
+disks, deterministic from one seed (``broker/sim/simulation.py``).
+
+    python -m broker.sim --seeds 100000 --jobs 2           # many seeds, prints failures
+    python -m broker.sim --seed 42 --trace                 # replay one seed with its trace
+    python -m broker.sim --seeds 2000 --unsafe skip_truncation_on_divergence   # a mutation
+"""
+
 # Every mutation the simulation must catch: the simulator's own switches and the fault
 # suite's acks=all one (kraft.unsafe.ack.before.replication).
 SWITCHES = ("unsafe_ack_before_replication",) + SIM_UNSAFE_SWITCHES
@@ -41,9 +49,7 @@ def run_seeds(seeds, jobs: int = 1, unsafe=frozenset(), stop_on_failure: bool = 
 
 
 def main(argv=None) -> int:
-    import broker.sim as package
-
-    parser = argparse.ArgumentParser(prog="python -m broker.sim", description=package.__doc__,
+    parser = argparse.ArgumentParser(prog="python -m broker.sim", description=USAGE,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=1000, help="how many seeds to run")
     parser.add_argument("--first", type=int, default=0, help="first seed of the range")
