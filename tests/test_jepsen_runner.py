@@ -263,7 +263,10 @@ def test_the_issue_command_is_valid_in_20_of_20_runs_with_safe_acks(tmp_path):
 def test_a_run_over_sasl_ssl_is_valid_and_uses_it_everywhere(tmp_path):
     """--security SASL_SSL (issue 21): clients, inter-broker and controller listeners all
     speak SASL_SSL, so a PLAINTEXT client would be refused; the run is still valid."""
-    p = _cli("test", "--nodes", "3", "--time-limit", "6", "--nemesis", "kill", "--rate", "50",
+    # One node is killed at once and stays down for most of the run; the others take 3.5-5.8 s
+    # to lead its partitions again (fencing after the broker session timeout, then clients
+    # reconnecting over TLS and SASL), so the run is long enough to leave sends after that.
+    p = _cli("test", "--nodes", "3", "--time-limit", "9", "--nemesis", "kill", "--rate", "50",
              "--no-spark", "--seed", "7", "--interval", "3", "--recovery", "3", "--kill-targets", "one",
              "--security", "SASL_SSL", "--metrics-interval", "0", "--store", str(tmp_path))
     assert p.returncode == 0, p.stdout + p.stderr[-4000:]
