@@ -12,6 +12,8 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
+from jepsen.checkers.txn_graph import sccs
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("kraft", "broker", "metadata", "cli", "jepsen", "bench")
 
@@ -62,46 +64,9 @@ def import_graph(mods: dict[str, Path], module_level_only: bool = False) -> dict
 
 
 def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
-    """The strongly connected groups of more than one module (Tarjan, iteratively)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found = []
-    for start in sorted(graph):
-        if start in index:
-            continue
-        work = [(start, iter(sorted(graph[start])))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.get(child, ())))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                group = set()
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    group.add(member)
-                    if member == node:
-                        break
-                if len(group) > 1:
-                    found.append(group)
-    return found
+    """The strongly connected groups of more than one module (the transactional checker's
+    Tarjan, over the graph with its edges in order)."""
+    return [set(group) for group in sccs({node: sorted(edges) for node, edges in graph.items()})]
 
 
 def test_no_module_imports_itself_back_at_load_time():
