@@ -38,3 +38,50 @@ def run_seeds(run_seed, seeds, jobs: int = 1, option=None, stop_on_failure: bool
             if stop_on_failure and result[1] is not None:
                 pool.terminate()
                 return
+
+
+def seed_command(argv, *, prog: str, description: str, unsafe_help: str, option, simulation,
+                 failure: type[Exception], run_seeds, summary) -> int:
+    """The command line both simulators share.  ``--seed S [--trace]`` runs one seed and
+    says how it went (``summary(sim)`` on success); ``--seeds N [--first F] [--jobs J]``
+    runs a range and prints each failure with the command that replays it.
+
+    ``option(names)`` turns the ``--unsafe`` names into what ``simulation(seed, option)``
+    and ``run_seeds(seeds, jobs, option)`` take."""
+    import argparse
+    import time
+
+    parser = argparse.ArgumentParser(prog=prog, description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, default=1000, help="how many seeds to run")
+    parser.add_argument("--first", type=int, default=0, help="first seed of the range")
+    parser.add_argument("--seed", type=int, help="run exactly this seed")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
+    parser.add_argument("--trace", action="store_true", help="print the event trace")
+    parser.add_argument("--unsafe", action="append", default=[], help=unsafe_help)
+    args = parser.parse_args(argv)
+    chosen = option(args.unsafe)
+    if args.seed is not None:
+        sim = simulation(args.seed, chosen)
+        try:
+            sim.run()
+        except failure as exc:
+            if args.trace:
+                print("\n".join(exc.trace))
+            print(f"FAIL seed {args.seed}: {exc.reason}")
+            return 1
+        if args.trace:
+            print("\n".join(sim.trace))
+        print(f"ok seed {args.seed}: {summary(sim)}")
+        return 0
+    failures = done = 0
+    started = time.monotonic()
+    for _, text in run_seeds(range(args.first, args.first + args.seeds), args.jobs, chosen):
+        done += 1
+        if text is not None:
+            failures += 1
+            lines = text.splitlines()
+            print(f"FAIL {lines[0]}  (replay: {lines[-1].removeprefix('replay: ')})", flush=True)
+    elapsed = time.monotonic() - started
+    print(f"{done} seeds, {failures} failed, {elapsed:.0f} s ({done / max(elapsed, 1e-9):.0f} seeds/s)")
+    return 1 if failures else 0

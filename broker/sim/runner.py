@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-import time
-
 from broker.partition import SIM_UNSAFE_SWITCHES
 from broker.sim.simulation import Simulation, SimulationFailure
 from kraft import seeds as seeds_runner
@@ -49,40 +46,9 @@ def run_seeds(seeds, jobs: int = 1, unsafe=frozenset(), stop_on_failure: bool = 
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m broker.sim", description=USAGE,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=1000, help="how many seeds to run")
-    parser.add_argument("--first", type=int, default=0, help="first seed of the range")
-    parser.add_argument("--seed", type=int, help="run exactly this seed")
-    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
-    parser.add_argument("--trace", action="store_true", help="print the event trace")
-    parser.add_argument("--unsafe", action="append", default=[],
-                        help="enable a mutation switch: " + ", ".join(
-                            s.removeprefix("unsafe_") for s in SWITCHES))
-    args = parser.parse_args(argv)
-    unsafe = switch_names(args.unsafe)
-    if args.seed is not None:
-        sim = Simulation(args.seed, unsafe)
-        try:
-            sim.run()
-        except SimulationFailure as exc:
-            if args.trace:
-                print("\n".join(exc.trace))
-            print(f"FAIL seed {args.seed}: {exc.reason}")
-            return 1
-        if args.trace:
-            print("\n".join(sim.trace))
-        print(f"ok seed {args.seed}: {sim.events} events, converged at {sim.converged_at:.0f} ms, "
-              f"{len(sim.oracle.truth)} committed offsets, {sim.acked} writes acknowledged")
-        return 0
-    failures = done = 0
-    started = time.monotonic()
-    for seed, failure in run_seeds(range(args.first, args.first + args.seeds), args.jobs, unsafe):
-        done += 1
-        if failure is not None:
-            failures += 1
-            print(f"FAIL {failure.splitlines()[0]}  (replay: {failure.splitlines()[-1].removeprefix('replay: ')})",
-                  flush=True)
-    elapsed = time.monotonic() - started
-    print(f"{done} seeds, {failures} failed, {elapsed:.0f} s ({done / max(elapsed, 1e-9):.0f} seeds/s)")
-    return 1 if failures else 0
+    return seeds_runner.seed_command(
+        argv, prog="python -m broker.sim", description=USAGE,
+        unsafe_help="enable a mutation switch: " + ", ".join(s.removeprefix("unsafe_") for s in SWITCHES),
+        option=switch_names, simulation=Simulation, failure=SimulationFailure, run_seeds=run_seeds,
+        summary=lambda sim: (f"{sim.events} events, converged at {sim.converged_at:.0f} ms, "
+                             f"{len(sim.oracle.truth)} committed offsets, {sim.acked} writes acknowledged"))

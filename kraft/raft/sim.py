@@ -33,7 +33,6 @@ CLI::
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import sys
 from dataclasses import dataclass, replace
@@ -718,42 +717,13 @@ def run_seeds(seeds, jobs: int = 1, config_overrides: dict | None = None,
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kraft.raft.sim", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=1000, help="how many seeds to run")
-    parser.add_argument("--first", type=int, default=0, help="first seed of the range")
-    parser.add_argument("--seed", type=int, help="run exactly this seed")
-    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
-    parser.add_argument("--trace", action="store_true", help="print the event trace")
-    parser.add_argument("--unsafe", action="append", default=[],
-                        help="enable an unsafe_* switch of RaftConfig (mutation check)")
-    args = parser.parse_args(argv)
-    overrides = {f"unsafe_{name.removeprefix('unsafe_')}": True for name in args.unsafe}
-    if args.seed is not None:
-        sim = Simulation(args.seed, overrides)
-        try:
-            sim.run()
-        except SimulationFailure as exc:
-            if args.trace:
-                print("\n".join(exc.trace))
-            print(f"FAIL seed {args.seed}: {exc.reason}")
-            return 1
-        if args.trace:
-            print("\n".join(sim.trace))
-        print(f"ok seed {args.seed}: {sim.events} events, converged at {sim.converged_at:.0f} ms"
-              f", {len(sim.truth)} committed records")
-        return 0
-    failures = 0
-    done = 0
-    for seed, failure in run_seeds(range(args.first, args.first + args.seeds), args.jobs,
-                                   overrides):
-        done += 1
-        if failure is not None:
-            failures += 1
-            print(f"FAIL seed {seed}: {failure.splitlines()[0]}", flush=True)
-    print(f"{done} seeds, {failures} failed")
-    return 1 if failures else 0
-
+    return seeds_runner.seed_command(
+        argv, prog="python -m kraft.raft.sim", description=__doc__,
+        unsafe_help="enable an unsafe_* switch of RaftConfig (mutation check)",
+        option=lambda names: {f"unsafe_{name.removeprefix('unsafe_')}": True for name in names},
+        simulation=Simulation, failure=SimulationFailure, run_seeds=run_seeds,
+        summary=lambda sim: f"{sim.events} events, converged at {sim.converged_at:.0f} ms, "
+                            f"{len(sim.truth)} committed records")
 
 if __name__ == "__main__":
     sys.exit(main())
