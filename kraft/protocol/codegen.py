@@ -162,12 +162,11 @@ def _is_fixed(f: Field) -> bool:
 class _Source:
     """The functions generated for one message version, and the names they use."""
 
-    def __init__(self, version: int):
-        self.version = version
+    def __init__(self):
         self.functions: list[str] = []
         self.ns: dict = {"MalformedMessage": MalformedMessage, "_short": _short, "_MISSING": _MISSING,
                          "_read_uuid": _read_uuid, "_read_tags": _read_tags, "_struct": struct,
-                         "_I8": _I8, "_write_uvarint": _write_uvarint, "_write_tags": _write_tags,
+                         "_I8": _I8, "_I32": _I32, "_write_uvarint": _write_uvarint, "_write_tags": _write_tags,
                          "_write_length": p.write_length, "_write_bytes": p.write_bytes,
                          "_write_records": p.write_records}
         self._names: dict = {}
@@ -355,8 +354,7 @@ def _write_field(src: _Source, f: Field, var: str, version: int, flexible: bool)
                   f"        {refuse}" if not nullable else f"        _write_length(out, None, {fl}, True)",
                   "    else:",
                   f"        _write_uvarint(out, len({var}) + 1)" if fl else
-                  f"        out += _I32_.pack(len({var}))"]
-        src.ns["_I32_"] = _I32
+                  f"        out += _I32.pack(len({var}))"]
         if t in _FORMATS:
             item = "(1 if x else 0) for x in " + var if t == "bool" else "*" + var
             lines.append(f"        out += _struct.pack('>' + str(len({var})) + {_FORMATS[t]!r}, "
@@ -403,21 +401,21 @@ def _element_writer_name(src: _Source, f: Field, version: int, flexible: bool) -
 
 def reader(fields, version: int, flexible: bool, label: str = "message"):
     """``read(buf, pos, end) -> (dict, pos)`` for a struct of ``fields`` at ``version``."""
-    src = _Source(version)
+    src = _Source()
     entry = _reader(src, fields, version, flexible)
     return _named(src.compile(entry), label)
 
 
 def writer(fields, version: int, flexible: bool, label: str = "message"):
     """``write(out, value)`` for a struct of ``fields`` at ``version``."""
-    src = _Source(version)
+    src = _Source()
     entry = _writer(src, fields, version, flexible)
     return _named(src.compile(entry), label)
 
 
 def source(fields, version: int, flexible: bool) -> str:
     """The generated reader and writer, as text (for reading and debugging)."""
-    r, w = _Source(version), _Source(version)
+    r, w = _Source(), _Source()
     _reader(r, fields, version, flexible)
     _writer(w, fields, version, flexible)
     return "\n\n".join(r.functions + w.functions)
