@@ -28,8 +28,6 @@ from metadata.controller.common import error_response
 
 log = logging.getLogger(__name__)
 
-INACTIVE_TICK_S = 0.5  # an inactive controller checks only whether a snapshot is due
-
 
 class ControllerServer:
     def __init__(self, node_id: int, controller: QuorumController, *, tick_interval_s: float = 0.1,
@@ -142,8 +140,7 @@ class ControllerServer:
         """Ticks: session expiry (fencing), NoOpRecords, leader rebalance; snapshots."""
         async with trio.open_nursery() as nursery:
             while True:
-                # An inactive controller only checks whether a snapshot is due.
-                await trio.sleep(self.tick_interval_s if self.controller.is_active else INACTIVE_TICK_S)
+                await trio.sleep(self.tick_interval_s)
                 if self.controller.is_active:
                     result = self.controller.tick(clock.monotonic_ms())
                     if result.records and self._append(result):
