@@ -19,10 +19,9 @@ from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
 from kraft import clock
 from kraft.log import OffsetOutOfRangeError
-from kraft.log.errors import LogError, RecordTooLargeError
 from kraft.metrics.stats import note_remote_wait
 from kraft.protocol.error_codes import ErrorCode
-from kraft.records import CorruptRecordError, find_null_key, validate_payload
+from kraft.records import CorruptRecordError, PayloadSummary, validate_payload
 from kraft.records.header import iter_batches
 
 READ_COMMITTED = 1
@@ -70,7 +69,11 @@ class DataPath:
         wait_until = trio.current_time() + timeout_ms / 1000 + 0.1
         results = {}  # (topic, index) -> response partition dict
         waits = []  # (key, partition, waiter slot, waiter id)
-        if body.get("transactional_id") is None and _has_transactional_batches(body):
+        # Each payload's batch headers are parsed (and CRCs checked) here, once: the append
+        # and the producer state use these headers, not the bytes again.
+        payloads = {(topic["name"], pd["index"]): _validated(pd["records"])
+                    for topic in body["topic_data"] for pd in topic["partition_data"]}
+        if body.get("transactional_id") is None and _has_transactional_batches(payloads.values()):
             # As Kafka: transactional records come with the transactional id they are
             # authorized by; without one every partition fails.
             return _produce_response({
@@ -82,7 +85,7 @@ class DataPath:
         for topic in body["topic_data"]:
             for pd in topic["partition_data"]:
                 key = (topic["name"], pd["index"])
-                result, wait = self._produce_partition(key, pd["records"], acks, deadline)
+                result, wait = self._produce_partition(key, pd["records"], payloads[key], acks, deadline)
                 results[key] = result
                 # TotalProduceRequestsPerSec / FailedProduceRequestsPerSec: per partition, the
                 # topic's only for a topic hosted here (no series for names clients invent).
@@ -108,7 +111,10 @@ class DataPath:
 
         return Deferred(replicated)
 
-    def _produce_partition(self, key, records, acks: int, deadline: int):
+    def _produce_partition(self, key, records, payload: PayloadSummary | CorruptRecordError,
+                           acks: int, deadline: int):
+        """One partition's answer (a response dict), and for acks=all a wait
+        ``(partition, waiter slot, waiter id)`` when the answer must wait for the ISR."""
         result = {"error_code": 0, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
         partition = self.replicas.get(*key)
         if partition is None:
@@ -116,75 +122,24 @@ class DataPath:
             result["error_code"] = (ErrorCode.NOT_LEADER_OR_FOLLOWER if known and key[1] in known.partitions
                                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             return result, None
-        st = partition.state
-        min_isr = self.replicas.min_insync_replicas(key[0])
-        error = st.check_produce(acks, min_isr)
-        if error != ErrorCode.NONE:
-            result["error_code"] = int(error)
-            return result, None
-        if not records:
-            result["error_code"] = ErrorCode.CORRUPT_MESSAGE
-            return result, None
-        buf = bytearray(records)
         try:
-            summary = validate_payload(buf)
-            keyless = find_null_key(buf) if partition.log.config.compact else None
-        except CorruptRecordError as exc:
-            log.info("%s: rejected produce payload: %s", partition.name, exc)
-            result["error_code"] = ErrorCode.CORRUPT_MESSAGE
-            result["error_message"] = str(exc)[:200]
-            return result, None
-        if keyless is not None:  # as Kafka: a compacted topic's records need keys
-            message = f"Compacted topic cannot accept message without key in topic partition {partition.name}."
-            result.update(error_code=ErrorCode.INVALID_RECORD, error_message=message,
-                          record_errors=[{"batch_index": keyless, "batch_index_error_message": message}])
-            return result, None
-        max_bytes = partition.log.config.max_message_bytes
-        if any(h.size > max_bytes for h in summary.headers):
-            result["error_code"] = ErrorCode.MESSAGE_TOO_LARGE
-            return result, None
-        check = partition.producers.check_append(summary.headers)
-        if check.verdict.name == "DUPLICATE":
-            # A retry of a batch we hold: answer with the original offsets, but only once
-            # the original is as replicated as acks asks.  (The first attempt may still be
-            # waiting for the ISR, or a partition may have cut this leader off: answering
-            # at once would acknowledge a write no follower has.)
-            result.update(base_offset=check.first_offset, log_start_offset=partition.log.log_start_offset)
-            return self._await_isr(result, partition, check.last_offset, acks, deadline, min_isr)
-        if check.verdict.name != "NEW":
-            result["error_code"] = int(check.error_code)
-            result["error_message"] = check.message
-            return result, None
-        try:
-            first, last, completions = partition.append_as_leader(buf)
-        except RecordTooLargeError:
-            result["error_code"] = ErrorCode.MESSAGE_TOO_LARGE
-            return result, None
-        except (CorruptRecordError, LogError) as exc:
-            log.warning("%s: append failed: %s", partition.name, exc)
-            result["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-            return result, None
+            outcome = partition.produce(records, payload, acks, self.replicas.min_insync_replicas(key[0]),
+                                        deadline)
         except OSError as exc:  # the disk failed: the directory goes offline, not the node
             self.replicas.fail_log_dir(f"appending to {partition.name}", exc)
             result["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
             return result, None
-        partition.complete(completions)
-        result.update(base_offset=first, log_start_offset=partition.log.log_start_offset)
-        return self._await_isr(result, partition, last, acks, deadline, min_isr)
-
-    @staticmethod
-    def _await_isr(result: dict, partition: Partition, last_offset: int, acks: int,
-                   deadline: int, min_isr: int):
-        """``result`` now for acks 0/1; for acks=all, a wait for the HW to pass ``last_offset``."""
-        if acks != -1:
+        result["error_code"] = int(outcome.error)
+        if outcome.message is not None:
+            result["error_message"] = outcome.message
+        if outcome.invalid_batch is not None:
+            result["record_errors"] = [{"batch_index": outcome.invalid_batch,
+                                        "batch_index_error_message": outcome.message}]
+        if outcome.base_offset >= 0:
+            result.update(base_offset=outcome.base_offset, log_start_offset=partition.log.log_start_offset)
+        if outcome.waiter is None:
             return result, None
-        reg = partition.state.register_produce_waiter(last_offset + 1, deadline, min_isr)
-        if reg.completion is not None:
-            if reg.completion.error != ErrorCode.NONE:
-                result["error_code"] = int(reg.completion.error)
-            return result, None
-        slot = partition.add_waiter(reg.waiter_id)
-        return result, (partition, slot, reg.waiter_id)
+        return result, (partition, outcome.waiter, outcome.waiter_id)
 
     # --------------------------------------------------------------------- fetch
 
@@ -339,13 +294,9 @@ class DataPath:
         st = partition.state
         fetch_offset = p["fetch_offset"]
         if is_follower:
-            hw = st.high_watermark
-            result = st.on_follower_fetch(replica_id, fetch_offset, p["last_fetched_epoch"], now,
-                                          current_leader_epoch=p["current_leader_epoch"],
-                                          log_start_offset=p["log_start_offset"])
-            partition.complete(result.completed)
-            if st.high_watermark != hw and not result.completed:
-                partition.notify()  # the other followers' sessions must tell it
+            result = partition.on_follower_fetch(replica_id, fetch_offset, p["last_fetched_epoch"], now,
+                                                 current_leader_epoch=p["current_leader_epoch"],
+                                                 log_start_offset=p["log_start_offset"])
             self.replicas.propose(partition, result.isr_proposal)
             if result.error != ErrorCode.NONE:
                 resp.update(high_watermark=result.high_watermark, log_start_offset=result.log_start_offset)
@@ -530,15 +481,19 @@ def _group(wanted: list, results: dict, version: int) -> list[dict]:
     return out
 
 
-def _has_transactional_batches(body: dict) -> bool:
-    for topic in body["topic_data"]:
-        for pd in topic["partition_data"]:
-            try:
-                if any(h.is_transactional for _, h in iter_batches(pd["records"] or b"", check_crc=False)):
-                    return True
-            except CorruptRecordError:
-                continue  # answered CORRUPT_MESSAGE by the partition's own validation
-    return False
+def _validated(records) -> PayloadSummary | CorruptRecordError:
+    """A produce payload's batch headers, or why it is corrupt (answered CORRUPT_MESSAGE by
+    its partition, after the errors that come first: unknown partition, not leader...)."""
+    if not records:
+        return CorruptRecordError("empty produce payload")
+    try:
+        return validate_payload(records)
+    except CorruptRecordError as exc:
+        return exc
+
+
+def _has_transactional_batches(payloads) -> bool:
+    return any(h.is_transactional for p in payloads if isinstance(p, PayloadSummary) for h in p.headers)
 
 
 def _produce_response(results: dict) -> dict:

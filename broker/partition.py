@@ -14,6 +14,7 @@ log layer cannot: which transaction a marker ends is producer state).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import trio
 
@@ -21,14 +22,14 @@ from broker.leader_epoch_cache import LeaderEpochCache, LeaderEpochCheckpointErr
 from broker.leader_epoch_checkpoint import EpochCheckpointStore, LeaderEpochCheckpointFile
 from broker.partition_state import PartitionState
 from broker.partition_state_types import EpochEndOffset, FetchPosition, ProduceCompletion, Role
-from broker.producer_state import CompletedTxn, ProducerStateManager
+from broker.producer_state import CompletedTxn, ProducerStateManager, Verdict
 from kraft.log import Log
 from kraft.log.cleaner import LogCleaner
-from kraft.log.errors import CorruptIndexError
+from kraft.log.errors import CorruptIndexError, LogError, RecordTooLargeError
 from kraft.log.txn_index import AbortedTxn
 from kraft.protocol.error_codes import ErrorCode
+from kraft.records import CorruptRecordError, PayloadSummary, find_null_key
 from kraft.records.control import read_txn_marker
-from kraft.records.header import iter_batches
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,22 @@ log = logging.getLogger(__name__)
 # configuration reaches them: only the simulator passes ``sim_unsafe``.
 SIM_UNSAFE_SWITCHES = ("unsafe_hw_from_non_isr_replica", "unsafe_skip_truncation_on_divergence",
                        "unsafe_no_producer_dedup")
+
+
+@dataclass(slots=True)
+class ProduceOutcome:
+    """What ``Partition.produce`` did: ``error`` (NONE when appended or a duplicate),
+    the offsets, and for acks=all a ``waiter`` (``[event, error]``) to await, which the
+    caller drops by ``waiter_id`` when it stops waiting."""
+
+    error: ErrorCode
+    base_offset: int = -1
+    last_offset: int = -1
+    appended: bool = False  # False for a duplicate answered with the original offsets
+    message: str | None = None
+    invalid_batch: int | None = None  # INVALID_RECORD: the index of the offending batch
+    waiter: list | None = None
+    waiter_id: int = -1
 
 
 class Partition:
@@ -169,6 +186,75 @@ class Partition:
         self.notify()
         return applied
 
+    def produce(self, records, payload: PayloadSummary | CorruptRecordError, acks: int,
+                min_insync_replicas: int, deadline_ms: int) -> ProduceOutcome:
+        """A client's batches for this partition, in Kafka's order of checks: leadership and
+        the ISR (``check_produce``), the payload (``payload``: its validated headers, or why
+        it is corrupt), keys on a compacted topic, ``max.message.bytes``, the producer's
+        sequence; then the append, and for acks=all a waiter on the high watermark.
+
+        A retry of a batch this log holds is answered with the original offsets, but only
+        once the original is as replicated as acks asks (the first attempt may still wait
+        for the ISR, or a partition may have cut this leader off: answering at once would
+        acknowledge a write no follower has).  An ``OSError`` from the disk is raised: the
+        owner takes the log directory offline."""
+        error = self.state.check_produce(acks, min_insync_replicas)
+        if error != ErrorCode.NONE:
+            return ProduceOutcome(error)
+        try:
+            if isinstance(payload, CorruptRecordError):
+                raise payload
+            keyless = find_null_key(records) if self.log.config.compact else None
+        except CorruptRecordError as exc:
+            log.info("%s: rejected produce payload: %s", self.name, exc)
+            return ProduceOutcome(ErrorCode.CORRUPT_MESSAGE, message=str(exc)[:200])
+        if keyless is not None:  # as Kafka: a compacted topic's records need keys
+            return ProduceOutcome(ErrorCode.INVALID_RECORD, invalid_batch=keyless, message=(
+                f"Compacted topic cannot accept message without key in topic partition {self.name}."))
+        max_bytes = self.log.config.max_message_bytes
+        if any(h.size > max_bytes for h in payload.headers):
+            return ProduceOutcome(ErrorCode.MESSAGE_TOO_LARGE)
+        check = self.producers.check_append(payload.headers)
+        if check.verdict is Verdict.DUPLICATE:
+            first, last, appended = check.first_offset, check.last_offset, False
+        elif check.verdict is not Verdict.NEW:
+            return ProduceOutcome(check.error_code, message=check.message)
+        else:
+            try:
+                first, last, completions = self.append_as_leader(
+                    bytearray(records), list(zip(payload.positions, payload.headers)))
+            except RecordTooLargeError:
+                return ProduceOutcome(ErrorCode.MESSAGE_TOO_LARGE)
+            except (CorruptRecordError, LogError) as exc:
+                log.warning("%s: append failed: %s", self.name, exc)
+                return ProduceOutcome(ErrorCode.KAFKA_STORAGE_ERROR)
+            self.complete(completions)
+            appended = True
+        outcome = ProduceOutcome(ErrorCode.NONE, first, last, appended=appended)
+        if acks == -1:
+            reg = self.state.register_produce_waiter(last + 1, deadline_ms, min_insync_replicas)
+            if reg.completion is not None:
+                outcome.error = reg.completion.error
+            else:
+                outcome.waiter_id = reg.waiter_id
+                outcome.waiter = self.add_waiter(reg.waiter_id)
+        return outcome
+
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, last_fetched_epoch: int, now_ms: int, *,
+                          current_leader_epoch: int, log_start_offset: int):
+        """The leader's side of a follower's fetch: the state records the follower's
+        position (the high watermark may move, acks=all waiters may complete); returns the
+        state's ``FollowerFetchResult``, whose ``isr_proposal`` the owner sends."""
+        st = self.state
+        hw = st.high_watermark
+        result = st.on_follower_fetch(replica_id, fetch_offset, last_fetched_epoch, now_ms,
+                                      current_leader_epoch=current_leader_epoch,
+                                      log_start_offset=log_start_offset)
+        self.complete(result.completed)
+        if st.high_watermark != hw and not result.completed:
+            self.notify()  # the other followers' sessions must tell it
+        return result
+
     def apply_fetched(self, position: FetchPosition, records: bytes, high_watermark: int,
                       diverging: EpochEndOffset | None, log_start_offset: int) -> int:
         """A follower's answer from its leader for this partition: append the whole batches
@@ -207,22 +293,24 @@ class Partition:
             self._written_epochs = entries
             self._epochs_unsynced = not sync
 
-    def append_as_leader(self, buf: bytearray) -> tuple[int, int, list[ProduceCompletion]]:
+    def append_as_leader(self, buf: bytearray, batches=None) -> tuple[int, int, list[ProduceCompletion]]:
         """Append a validated produce payload (or a transaction marker the broker wrote):
-        (first offset, last offset, completions)."""
-        info = self.log.append(buf, assign_offsets=True, leader_epoch=self.state.leader_epoch)
+        (first offset, last offset, completions).  ``batches``: the payload's ``(position,
+        header)`` pairs when the caller has parsed and checked them already."""
+        info = self.log.append(buf, assign_offsets=True, leader_epoch=self.state.leader_epoch,
+                               batches=batches)
         if self.topic_stats is not None:  # MessagesInPerSec / BytesInPerSec, as Kafka after an append
             self.topic_stats.appended(info.last_offset - info.first_offset + 1, len(buf))
-        # The log patched ``buf`` in place: its headers now carry the assigned offsets.
-        headers = self._update_producers(buf)
+        headers = self._update_producers(buf, info.batches)
         completions = self.state.on_local_append(self.log.log_end_offset, headers)
         self.notify()
         return info.first_offset, info.last_offset, completions
 
-    def _update_producers(self, data) -> list:
-        """Producer state and ``.txnindex`` for batches just appended; returns their headers."""
+    def _update_producers(self, data, batches) -> list:
+        """Producer state and ``.txnindex`` for the batches just appended (``(position,
+        header)`` as the log stamped them); returns their headers."""
         headers = []
-        for pos, h in iter_batches(data, check_crc=False):
+        for pos, h in batches:
             headers.append(h)
             marker = read_txn_marker(bytes(data[pos:pos + h.size])) if h.is_control and h.is_transactional else None
             completed = self.producers.update(h, marker=marker)
@@ -240,10 +328,10 @@ class Partition:
 
     def append_as_follower(self, data: bytes) -> list:
         """Append fetched batches (offsets kept); returns their headers."""
-        self.log.append(data, assign_offsets=False)
+        info = self.log.append(data, assign_offsets=False)
         if self.broker_stats is not None:
             self.broker_stats.replication_bytes_in += len(data)
-        headers = self._update_producers(data)
+        headers = self._update_producers(data, info.batches)
         self.state.on_local_append(self.log.log_end_offset, headers)
         self.checkpoint_epochs()
         self.notify()

@@ -153,3 +153,25 @@ async def test_a_quiet_follower_is_caught_up_when_its_partition_next_changes(man
     from kraft import clock
     proposal = many_path.replicas.get(TOPIC, 3).state.maybe_shrink_isr(clock.monotonic_ms(), lag_ms)
     assert proposal is None, f"a live follower at the log end was dropped: {proposal}"
+
+
+async def test_a_produce_parses_each_batch_header_once(data_path):
+    """The payload's headers are parsed (and CRC-checked) once, by validation; the append,
+    its offset stamping and the producer state use those headers instead of parsing the
+    bytes again (issue 17/19: a produce used to parse each header five times)."""
+    import sys
+
+    from kraft.records.header import parse_header
+
+    batches = b"".join(build_batch([(None, b"v%d" % i)], producer_id=7, producer_epoch=0,
+                                   base_sequence=i, timestamp=1) for i in range(3))
+    calls = []
+    sys.setprofile(lambda frame, event, arg: calls.append(1)
+                   if event == "call" and frame.f_code is parse_header.__code__ else None)
+    try:
+        pending = await data_path.produce(produce_body(1, batches), 9)
+    finally:
+        sys.setprofile(None)
+    assert answer(pending) == (ErrorCode.NONE, 0)
+    assert data_path.replicas.get(TOPIC, 0).log.log_end_offset == 3
+    assert len(calls) == 3, f"3 batch headers parsed {len(calls)} times"

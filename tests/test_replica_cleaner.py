@@ -206,13 +206,19 @@ def test_log_cleanup_policy_is_the_topic_default(tmp_path):
     ({"cleanup.policy": "compact,delete"}, ErrorCode.INVALID_RECORD),
     ({"cleanup.policy": "delete"}, ErrorCode.NONE),
 ])
-def test_produce_without_a_key(manager, configs, error):
+async def test_produce_without_a_key(manager, configs, error):
     manager.on_image(EMPTY_IMAGE, image(configs))
     data = DataPath(manager)
     keyed = build_batch([(b"k", b"v")], timestamp=1, compression=1)
     keyless = build_batch([(b"k", b"v"), (None, b"v")], timestamp=1, compression=1)
-    assert data._produce_partition((TOPIC, 0), keyed, 1, 0)[0]["error_code"] == ErrorCode.NONE
-    result, _ = data._produce_partition((TOPIC, 0), keyless, 1, 0)
+
+    async def produce(records):
+        body = {"transactional_id": None, "acks": 1, "timeout_ms": 0, "topic_data": [
+            {"name": TOPIC, "partition_data": [{"index": 0, "records": records}]}]}
+        return (await data.produce(body, 9))["responses"][0]["partition_responses"][0]
+
+    assert (await produce(keyed))["error_code"] == ErrorCode.NONE
+    result = await produce(keyless)
     assert result["error_code"] == error
     if error:
         assert result["error_message"].startswith("Compacted topic cannot accept message without key")

@@ -49,9 +49,11 @@ class MemLog:
                 yield h, (data if wanted(h) else None)
 
     # -- what Partition writes ----------------------------------------------------------
-    def append(self, records, *, assign_offsets: bool, leader_epoch: int | None = None) -> AppendInfo:
-        buf = bytearray(records)
-        parsed = parse_append(buf, self.config, check_crc=False, leader=assign_offsets)
+    def append(self, records, *, assign_offsets: bool, leader_epoch: int | None = None,
+               batches=None) -> AppendInfo:
+        buf = records if isinstance(records, bytearray) else bytearray(records)  # as Log: patched in place
+        parsed = batches if batches is not None else parse_append(buf, self.config, check_crc=False,
+                                                                  leader=assign_offsets)
         stamped = stamp_batches(buf, parsed, self.log_end_offset, assign_offsets=assign_offsets,
                                 leader_epoch=leader_epoch if assign_offsets else None)
         for pos, h in stamped:

@@ -34,6 +34,7 @@ from kraft.log.errors import OffsetOutOfRangeError
 from kraft.protocol.error_codes import ErrorCode
 from kraft.records.batch import build_batch
 from kraft.records.header import iter_batches
+from kraft.records.payload import validate_payload
 
 MASK64 = (1 << 64) - 1
 CONTROLLER = 0
@@ -393,13 +394,11 @@ class Simulation:
             self._touch(b)
 
     def _on_fetch(self, leader: SimBroker, src: int, inc: int, request: int, pos, losses: int) -> None:
-        """The leader side of a follower fetch, in ``DataPath._read_partition``'s order."""
+        """The leader side of a follower fetch: ``Partition.on_follower_fetch``, then a read."""
         part = leader.partition
-        st = part.state
-        result = st.on_follower_fetch(src, pos.fetch_offset, pos.last_fetched_epoch, int(self.now),
-                                      current_leader_epoch=pos.current_leader_epoch,
-                                      log_start_offset=pos.log_start_offset)
-        part.complete(result.completed)
+        result = part.on_follower_fetch(src, pos.fetch_offset, pos.last_fetched_epoch, int(self.now),
+                                        current_leader_epoch=pos.current_leader_epoch,
+                                        log_start_offset=pos.log_start_offset)
         self._propose(leader, result.isr_proposal)
         records = b""
         if result.error == ErrorCode.NONE and result.diverging_epoch is None:
@@ -539,35 +538,20 @@ class Simulation:
             self._ev_produce(c.id)
 
     def _on_produce(self, b: SimBroker, src: int, client_id: int, request: int, acks: int, batch: bytes) -> None:
-        """The leader side of a produce, in ``DataPath._produce_partition``'s order."""
+        """The leader side of a produce: ``Partition.produce``, as ``DataPath`` calls it."""
         part = b.partition
-        st = part.state
-        error = st.check_produce(acks, self.p.min_isr)
-        if error != ErrorCode.NONE:
-            self._send(b.id, src, "produce_response", request, error, -1)
+        out = part.produce(batch, validate_payload(batch), acks, self.p.min_isr,
+                           int(self.now) + self.p.request_timeout_ms)
+        if out.appended:
+            write = next(iter_batches(batch, check_crc=False))[1].max_timestamp
+            self.oracle.written_at.setdefault(write, self.now)
+            self.log(f"b{b.id} appends write {write} from p{client_id} at {out.base_offset}..{out.last_offset}")
+        if out.waiter is not None:
+            b.waits[out.waiter_id] = (src, request, out.base_offset, out.last_offset, out.waiter)
             return
-        headers = [h for _, h in iter_batches(batch, check_crc=False)]
-        check = part.producers.check_append(headers)
-        if check.verdict.name == "DUPLICATE":
-            first, last = check.first_offset, check.last_offset
-        elif check.verdict.name != "NEW":
-            self._send(b.id, src, "produce_response", request, check.error_code, -1)
-            return
-        else:
-            first, last, completions = part.append_as_leader(bytearray(batch))
-            part.complete(completions)
-            self.oracle.written_at.setdefault(headers[0].max_timestamp, self.now)
-            self.log(f"b{b.id} appends write {headers[0].max_timestamp} from p{client_id} at {first}..{last}")
-        if acks != -1:
-            self._send(b.id, src, "produce_response", request, ErrorCode.NONE, first)
-            return
-        reg = st.register_produce_waiter(last + 1, int(self.now) + self.p.request_timeout_ms, self.p.min_isr)
-        if reg.completion is not None:
-            if reg.completion.error == ErrorCode.NONE:
-                self.oracle.check_acked(b, self.brokers, first, last)
-            self._send(b.id, src, "produce_response", request, reg.completion.error, first)
-            return
-        b.waits[reg.waiter_id] = (src, request, first, last, part.add_waiter(reg.waiter_id))
+        if out.error == ErrorCode.NONE and acks == -1:
+            self.oracle.check_acked(b, self.brokers, out.base_offset, out.last_offset)
+        self._send(b.id, src, "produce_response", request, out.error, out.base_offset)
 
     def _on_produce_response(self, src: int, dst: int, request: int, error, base_offset: int) -> None:
         c = self._client(dst)

@@ -28,14 +28,20 @@ from kraft.records.header import (
 
 @dataclass(frozen=True, slots=True)
 class AppendInfo:
-    """What an append wrote: offsets, timestamps, batch count and bytes."""
+    """What an append wrote: offsets, timestamps, bytes, and each batch's ``(position,
+    header)`` as stamped, so a caller (producer state, the leader-epoch cache) reads the
+    headers it needs without parsing the bytes again."""
 
     first_offset: int
     last_offset: int
     max_timestamp: int
     offset_of_max_timestamp: int
-    batch_count: int
+    batches: tuple[tuple[int, BatchHeader], ...]
     size: int
+
+    @property
+    def batch_count(self) -> int:
+        return len(self.batches)
 
     @classmethod
     def of(cls, batches: list[tuple[int, BatchHeader]], size: int) -> AppendInfo:
@@ -44,7 +50,7 @@ class AppendInfo:
             if h.max_timestamp > max_ts:
                 max_ts, max_ts_offset = h.max_timestamp, h.last_offset
         return cls(batches[0][1].base_offset, batches[-1][1].last_offset, max_ts, max_ts_offset,
-                   len(batches), size)
+                   tuple(batches), size)
 
 
 def parse_append(buf, config: LogConfig, *, check_crc: bool, leader: bool) -> list[tuple[int, BatchHeader]]:
@@ -71,11 +77,14 @@ def parse_append(buf, config: LogConfig, *, check_crc: bool, leader: bool) -> li
             )
         batches.append((pos, h))
         pos += size
-    if len(buf) > config.segment_bytes:
-        raise RecordBatchTooLargeError(
-            f"append of {len(buf)} bytes exceeds segment.bytes={config.segment_bytes}"
-        )
+    check_fits_segment(len(buf), config)
     return batches
+
+
+def check_fits_segment(size: int, config: LogConfig) -> None:
+    """One append always goes to one segment: RecordBatchTooLargeError past ``segment.bytes``."""
+    if size > config.segment_bytes:
+        raise RecordBatchTooLargeError(f"append of {size} bytes exceeds segment.bytes={config.segment_bytes}")
 
 
 def stamp_batches(buf: bytearray, batches: list[tuple[int, BatchHeader]], log_end_offset: int, *,
@@ -93,7 +102,13 @@ def stamp_batches(buf: bytearray, batches: list[tuple[int, BatchHeader]], log_en
         if leader_epoch is not None:
             set_partition_leader_epoch(buf, pos, leader_epoch)
         if assign_offsets or leader_epoch is not None:
-            h = parse_header(buf, pos)
+            # Both fields lie outside the CRC-covered bytes: the header is the old one with
+            # them replaced, no need to parse the bytes again.
+            h = BatchHeader(next_offset if assign_offsets else h.base_offset, h.batch_length,
+                            h.partition_leader_epoch if leader_epoch is None else leader_epoch,
+                            h.magic, h.crc, h.attributes, h.last_offset_delta, h.base_timestamp,
+                            h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence,
+                            h.records_count)
         out.append((pos, h))
         next_offset = h.next_offset
     return out

@@ -53,13 +53,13 @@ from __future__ import annotations
 import os
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from kraft.log import retention
 from kraft.log.atomic import fsync_dir
-from kraft.log.batches import AppendInfo, parse_append, stamp_batches
+from kraft.log.batches import AppendInfo, check_fits_segment, parse_append, stamp_batches
 from kraft.log.config import LogConfig
 from kraft.log.errors import LogClosedError, LogError, OffsetOutOfRangeError
 from kraft.log.file_cache import SEGMENT_FILES, OpenFileCache
@@ -212,7 +212,8 @@ class Log:
     # -- appending -----------------------------------------------------------------------
     def append(self, records: bytes | bytearray | memoryview, *, assign_offsets: bool,
                leader_epoch: int | None = None, now_ms: int | None = None,
-               check_crc: bool | None = None) -> AppendInfo:
+               check_crc: bool | None = None,
+               batches: Sequence[tuple[int, BatchHeader]] | None = None) -> AppendInfo:
         """Append one or more whole v2 batches.
 
         Args:
@@ -224,6 +225,9 @@ class Log:
             now_ms: the time used for ``segment.ms`` rolls and ``flush.ms``.
             check_crc: verify CRCs (default: on follower appends only, since a leader's
                 caller has already validated the batches).
+            batches: each batch's ``(position, header)`` in ``records``, from a caller that
+                has already parsed and checked them (``validate_payload`` and
+                ``max.message.bytes``): the log does not parse them again.
         Raises:
             CorruptRecordError: the bytes are not whole, valid batches.
             RecordTooLargeError: a leader batch exceeds ``max.message.bytes``.
@@ -235,7 +239,10 @@ class Log:
         buf = records if isinstance(records, bytearray) else bytearray(records)
         if check_crc is None:
             check_crc = not assign_offsets
-        batches = parse_append(buf, self.config, check_crc=check_crc, leader=assign_offsets)
+        if batches is None:
+            batches = parse_append(buf, self.config, check_crc=check_crc, leader=assign_offsets)
+        else:
+            check_fits_segment(len(buf), self.config)
         batches = stamp_batches(buf, batches, self._leo, assign_offsets=assign_offsets,
                                 leader_epoch=leader_epoch)
         info = AppendInfo.of(batches, len(buf))
