@@ -28,6 +28,7 @@ puts on connections (``broker.connection_limits``) bound what many clients can h
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import logging
@@ -79,6 +80,10 @@ class KafkaConnection:
         # certificate or SASL authentication (broker.network_security).
         self.principal = principal
         self._unsent = 0  # answers handed to the writer and not yet sent
+        # Produce answers held back while more requests of the same burst are buffered, to
+        # leave in one send: a producer sending one record per request (librdkafka with
+        # batch.num.messages=1 pipelines hundreds) would otherwise cost one send each.
+        self._held: list[tuple[bytes, RequestTimer | None]] = []
         # Frames go to the SASL authenticator until it completes, then to _handle_frame.
         self._on_frame = self._handle_frame if authenticator is None else functools.partial(
             authenticator.frame, self)
@@ -128,9 +133,13 @@ class KafkaConnection:
                 self.decoder.receive_data(data)
                 while (payload := self.decoder.next_frame()) is not None:
                     if not await self._on_frame(payload, answers):
+                        await self._send_held()  # the requests before the bad one are answered
                         return
+                await self._send_held()  # the burst is over (its last request got no answer)
         except ProtocolError as exc:  # frame too large
             log.info("closing connection from %s: %s", self.peer, exc)
+            with contextlib.suppress(*_GONE):
+                await self._send_held()
         except _GONE:
             pass
 
@@ -149,6 +158,8 @@ class KafkaConnection:
         except ProtocolError as exc:
             log.info("closing connection from %s: malformed %s: %s", self.peer, _describe(payload), exc)
             return False
+        if self._held and request.api != "Produce":
+            await self._send_held()  # this one may wait (a long poll): answer the others now
         timer = None
         if self.metrics is not None:
             now = time.monotonic()
@@ -170,20 +181,27 @@ class KafkaConnection:
             if body is None:
                 if timer is not None:  # acks=0: no answer to send
                     timer.done(timer.ready, timer.ready)
-                await _mute(quota)
+                await self._mute(quota)
                 return True
             if isinstance(body, Deferred):
                 await self._answer(answers, (request, body), timer)
-                await _mute(quota)
+                await self._mute(quota)
                 return True
             answer = self._encode(request, body)
         if answer is None:
             return False
         if timer is not None:
             timer.api.count_errors(body)
-        await self._answer(answers, answer, timer)
-        await _mute(quota)
+        await self._answer(answers, answer, timer, hold=request.api == "Produce")
+        await self._mute(quota)
         return True
+
+    async def _mute(self, quota) -> None:
+        """A throttled client's connection reads nothing for its throttle time (KIP-219);
+        what it was already answered leaves first."""
+        if quota is not None and quota.throttle_ms:
+            await self._send_held()
+            await quota.mute()
 
     def _encode(self, request: rpc.Request, body: dict) -> bytes | list | None:
         """The framed answer (a list of pieces when it has records left in their files), or
@@ -216,17 +234,35 @@ class KafkaConnection:
             await send_response(self.stream, item, self._sendfile)
 
     async def _answer(self, answers: trio.MemorySendChannel, item: bytes | list | tuple,
-                      timer: RequestTimer | None = None) -> None:
+                      timer: RequestTimer | None = None, hold: bool = False) -> None:
         if self._unsent == 0 and not isinstance(item, tuple):
             # Nothing ahead of it and nothing to wait for: send it from here, as a
             # one-request-at-a-time server would (the writer is idle: no interleaving).
+            if isinstance(item, bytes) and (hold or self._held):
+                self._held.append((item, timer))
+                if hold and self.decoder.has_frame() and len(self._held) < PIPELINE_DEPTH:
+                    return  # the next request is already here: answer both at once
+                await self._send_held()
+                return
             sending = time.monotonic() if timer is not None else 0.0
             await self._send(item)
             if timer is not None:
                 timer.done(sending, time.monotonic())
             return
+        await self._send_held()
         self._unsent += 1
         await answers.send((item, timer))
+
+    async def _send_held(self) -> None:
+        if not self._held:
+            return
+        held, self._held = self._held, []
+        sending = time.monotonic()
+        await self.stream.send_all(held[0][0] if len(held) == 1 else b"".join(a for a, _ in held))
+        sent = time.monotonic()
+        for _, timer in held:
+            if timer is not None:
+                timer.done(sending, sent)
 
     async def _write_answers(self, answers: trio.MemoryReceiveChannel,
                              connection: trio.CancelScope) -> None:
@@ -254,12 +290,6 @@ class KafkaConnection:
                     self._unsent -= 1
         except _GONE:
             connection.cancel()  # the peer is gone: stop reading too
-
-
-async def _mute(quota) -> None:
-    """A throttled client's connection reads nothing for its throttle time (KIP-219)."""
-    if quota is not None and quota.throttle_ms:
-        await quota.mute()
 
 
 def _describe(payload: bytes) -> str:

@@ -139,3 +139,77 @@ async def test_a_failing_deferred_answer_costs_its_request():
             cid, body = rpc.decode_response("ApiVersions", 0, payload)
             assert (cid, body["error_code"]) == (1, ErrorCode.UNKNOWN_SERVER_ERROR)
             assert await client.receive_some(10) == b""
+
+
+class CountingStream(trio.abc.Stream):
+    """A stream that counts its sends (the server side of a memory stream pair)."""
+
+    def __init__(self, inner):
+        self.inner, self.sends = inner, 0
+
+    async def send_all(self, data):
+        self.sends += 1
+        await self.inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self):
+        await self.inner.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes=None):
+        return await self.inner.receive_some(max_bytes)
+
+    async def aclose(self):
+        await self.inner.aclose()
+
+
+def produce_request(correlation_id: int) -> bytes:
+    return rpc.encode_request("Produce", 9, correlation_id, {
+        "transactional_id": None, "acks": 1, "timeout_ms": 100, "topic_data": []})
+
+
+async def read_answers(stream, apis: list[str]) -> list[int]:
+    decoder, ids = FrameDecoder(), []
+    while len(ids) < len(apis):
+        data = await stream.receive_some(65536)
+        assert data, "connection closed early"
+        decoder.receive_data(data)
+        while (payload := decoder.next_frame()) is not None:
+            ids.append(rpc.decode_response(apis[len(ids)], 9 if apis[len(ids)] == "Produce" else 0, payload)[0])
+    return ids
+
+
+async def test_a_burst_of_produce_requests_is_answered_in_one_send():
+    """A producer that sends one record per request pipelines many in one read: their
+    answers leave together, in order, not one send each."""
+    async def handler(request):
+        return {"responses": [], "throttle_time_ms": 0}
+
+    client, server = trio.testing.memory_stream_pair()
+    counting = CountingStream(server)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(KafkaConnection(counting, handler).serve)
+        await client.send_all(b"".join(produce_request(i) for i in range(40)))
+        assert await read_answers(client, ["Produce"] * 40) == list(range(40))
+        assert counting.sends == 1, f"40 pipelined answers took {counting.sends} sends"
+        await client.aclose()
+
+
+async def test_held_produce_answers_do_not_wait_behind_a_long_poll():
+    """Answers held for the rest of a burst leave before a request that may wait (a fetch's
+    long poll): a client's produce answers must not wait for its fetch."""
+    gate = trio.Event()
+
+    async def handler(request):
+        if request.api == "ApiVersions":
+            await gate.wait()  # as a fetch waits for data
+            return {"api_keys": []}
+        return {"responses": [], "throttle_time_ms": 0}
+
+    client, server = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(KafkaConnection(server, handler).serve)
+        await client.send_all(produce_request(1) + produce_request(2) + api_versions_request(3))
+        with trio.fail_after(5):
+            assert await read_answers(client, ["Produce", "Produce"]) == [1, 2]
+        gate.set()
+        assert await read_answers(client, ["ApiVersions"]) == [3]
+        await client.aclose()

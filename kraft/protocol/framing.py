@@ -36,6 +36,11 @@ class FrameDecoder:
     def buffered(self) -> int:
         return len(self._buf) - self._pos
 
+    def has_frame(self) -> bool:
+        """A whole frame is buffered (``next_frame`` would return it, or raise)."""
+        available = len(self._buf) - self._pos
+        return available >= 4 and available - 4 >= SIZE.unpack_from(self._buf, self._pos)[0]
+
     def next_frame(self) -> bytes | None:
         buf = self._buf
         pos = self._pos
