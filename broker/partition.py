@@ -255,6 +255,42 @@ class Partition:
             self.notify()  # the other followers' sessions must tell it
         return result
 
+    def expire_waiters(self, now_ms: int) -> bool:
+        """Fail the acks=all waiters past their deadline; True while some still wait."""
+        self.complete(self.state.on_tick(now_ms))
+        return bool(self.state.pending_waiters)
+
+    def on_alter_partition_error(self, proposal, error: ErrorCode | None) -> bool:
+        """The controller refused this ISR proposal (``error``) or did not answer (None):
+        the state decides whether the change is dropped (waiters it held complete) or kept
+        pending; True when the proposal should be sent again."""
+        retry, completions = self.state.on_alter_partition_error(proposal, error)
+        self.complete(completions)
+        if not completions and self.state.pending is None:
+            self.notify()
+        return retry
+
+    def apply_retention(self) -> None:
+        """``retention.ms`` / ``retention.bytes`` below the high watermark; the state learns
+        the new log start."""
+        st = self.state
+        if not (st.is_leader or st.role is Role.FOLLOWER):
+            return
+        start = st.log_start_offset
+        self.log.apply_retention(upper_bound_offset=st.high_watermark)
+        st.on_log_start_offset(self.log.log_start_offset)
+        if st.log_start_offset != start:
+            self.notify()
+
+    def on_offset_out_of_range(self, leader_start: int, leader_end: int) -> None:
+        """A follower's fetch offset is outside the leader's log: truncate to its end, or
+        start over at its start, as the state decides."""
+        decision = self.state.on_offset_out_of_range(leader_start, leader_end)
+        if decision.truncate_to is not None:
+            self.truncate_to(decision.truncate_to)
+        elif decision.start_at is not None:
+            self.restart_at(decision.start_at)
+
     def apply_fetched(self, position: FetchPosition, records: bytes, high_watermark: int,
                       diverging: EpochEndOffset | None, log_start_offset: int) -> int:
         """A follower's answer from its leader for this partition: append the whole batches

@@ -224,8 +224,4 @@ class ReplicaFetcherManager:
         start, end = parts[0]["offset"], parts[1]["offset"]
         if parts[0]["error_code"] or parts[1]["error_code"]:
             return
-        decision = partition.state.on_offset_out_of_range(start, end)
-        if decision.truncate_to is not None:
-            partition.truncate_to(decision.truncate_to)
-        elif decision.start_at is not None:
-            partition.restart_at(decision.start_at)
+        partition.on_offset_out_of_range(start, end)

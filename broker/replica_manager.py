@@ -436,8 +436,7 @@ class ReplicaManager:
     def _expire_waiters(self, now: int) -> None:
         """Fail the acks=all waiters past their deadline, on the partitions that have any."""
         for partition in list(self._waiting):
-            partition.complete(partition.state.on_tick(now))
-            if not partition.state.pending_waiters:
+            if not partition.expire_waiters(now):
                 self._waiting.discard(partition)
 
     def _check_isrs(self, now: int, lag_ms: int) -> None:
@@ -454,12 +453,7 @@ class ReplicaManager:
 
     def _apply_retention(self) -> None:
         for partition in list(self.partitions.values()):
-            if partition.state.is_leader or partition.state.role.value == "follower":
-                start = partition.state.log_start_offset
-                partition.log.apply_retention(upper_bound_offset=partition.state.high_watermark)
-                partition.state.on_log_start_offset(partition.log.log_start_offset)
-                if partition.state.log_start_offset != start:
-                    partition.notify()
+            partition.apply_retention()
 
     async def run_cleaner(self) -> None:
         """Log compaction (see the module doc): a round every ``log.cleaner.backoff.ms``,

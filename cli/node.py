@@ -368,12 +368,7 @@ class Node:
                     log.info("%s: ISR change %s -> %s refused: %s", partition.name, proposal.kind.value,
                              list(proposal.new_isr), ErrorCode(error).name)
                 # Pending until an answer proves it was not applied (see the method).
-                retry, completions = partition.state.on_alter_partition_error(
-                    proposal, None if error is None else ErrorCode(error))
-                if completions or partition.state.pending is None:
-                    partition.complete(completions)
-                    partition.notify()
-                if retry:
+                if partition.on_alter_partition_error(proposal, None if error is None else ErrorCode(error)):
                     again.append((partition, proposal))
             else:
                 log.info("%s: ISR %s -> %s", partition.name, proposal.kind.value, list(proposal.new_isr))

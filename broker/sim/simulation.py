@@ -319,7 +319,7 @@ class Simulation:
     def _ev_waiter_tick(self, broker_id: int, inc: int) -> None:
         b = self._alive(broker_id, inc)
         if b is not None:
-            b.partition.complete(b.partition.state.on_tick(int(self.now)))
+            b.partition.expire_waiters(int(self.now))
             self._touch(b)
 
     def _on_metadata(self, b: SimBroker, src: int, reg, registered: int) -> None:
@@ -353,9 +353,7 @@ class Simulation:
             self._alter_failed(b, proposal, None)
 
     def _alter_failed(self, b: SimBroker, proposal, error) -> None:
-        retry, completions = b.partition.state.on_alter_partition_error(proposal, error)
-        b.partition.complete(completions)
-        if retry:
+        if b.partition.on_alter_partition_error(proposal, error):
             self._propose(b, proposal)
         self._touch(b)
 
