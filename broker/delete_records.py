@@ -41,9 +41,7 @@ def _start_deleting(replicas, topic: str, index: int, offset: int) -> tuple[int,
     target = hw if offset == -1 else offset
     if target < 0 or target > hw:  # the HW never passes the log end: the log accepts the rest
         return ErrorCode.OFFSET_OUT_OF_RANGE, partition, -1
-    start = partition.log.delete_records_before(target)
-    partition.state.on_log_start_offset(start)
-    partition.notify()  # the followers' fetch sessions carry the new start
+    partition.delete_records_before(target)
     return ErrorCode.NONE, partition, target
 
 

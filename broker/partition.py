@@ -25,11 +25,12 @@ from broker.partition_state_types import EpochEndOffset, FetchPosition, ProduceC
 from broker.producer_state import CompletedTxn, ProducerStateManager, Verdict
 from kraft.log import Log
 from kraft.log.cleaner import LogCleaner
-from kraft.log.errors import CorruptIndexError, LogError, RecordTooLargeError
+from kraft.log.errors import CorruptIndexError, LogError, RecordTooLargeError, UnexpectedAppendOffsetError
 from kraft.log.txn_index import AbortedTxn
 from kraft.protocol.error_codes import ErrorCode
 from kraft.records import CorruptRecordError, PayloadSummary, find_null_key
 from kraft.records.control import read_txn_marker
+from kraft.records.header import parse_header
 
 log = logging.getLogger(__name__)
 
@@ -282,6 +283,15 @@ class Partition:
         if st.log_start_offset != start:
             self.notify()
 
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords on the leader: the log start moves to ``offset`` (at most the high
+        watermark, checked by the caller), the segments wholly below it go, and the
+        followers learn the new start from their next fetch.  Returns the log start."""
+        start = self.log.delete_records_before(offset)
+        self.state.on_log_start_offset(start)
+        self.notify()  # the followers' fetch sessions carry the new start
+        return start
+
     def on_offset_out_of_range(self, leader_start: int, leader_end: int) -> None:
         """A follower's fetch offset is outside the leader's log: truncate to its end, or
         start over at its start, as the state decides."""
@@ -363,8 +373,29 @@ class Partition:
         return max(self.producers.last_stable_offset(self.state.high_watermark), self.state.log_start_offset)
 
     def append_as_follower(self, data: bytes) -> list:
-        """Append fetched batches (offsets kept); returns their headers."""
-        info = self.log.append(data, assign_offsets=False)
+        """Append fetched batches (offsets kept); returns their headers.
+
+        The leader's first batch may begin below our log end when DeleteRecords put the
+        leader's log start inside a batch.  An empty log (started at that log start after
+        an out-of-range fetch) then starts over at the batch's base offset, as Kafka's
+        follower does.  A log that is not empty holds other records there: the leader's
+        epoch cache, cut at its log start, could not show the divergence, so the records
+        it sends replace ours (Kafka fails the partition instead)."""
+        try:
+            info = self.log.append(data, assign_offsets=False)
+        except UnexpectedAppendOffsetError as exc:
+            first, leo = parse_header(data), self.log.log_end_offset
+            if not exc.first_offset == first.base_offset < leo <= first.last_offset:
+                raise
+            if leo == self.log.log_start_offset:
+                log.info("%s: the leader's batch %d..%d holds our log start %d: starting at %d",
+                         self.name, first.base_offset, first.last_offset, leo, first.base_offset)
+                self.restart_at(first.base_offset)
+            else:
+                log.warning("%s: the leader's batch %d..%d overlaps our log end %d: truncating to %d",
+                            self.name, first.base_offset, first.last_offset, leo, first.base_offset)
+                self.truncate_to(first.base_offset)
+            info = self.log.append(data, assign_offsets=False)
         if self.broker_stats is not None:
             self.broker_stats.replication_bytes_in += len(data)
         headers = self._update_producers(data, info.batches)
@@ -379,13 +410,15 @@ class Partition:
             self.log.truncate_to(offset)
             self._truncated()
             self.producers.truncate_and_reload(_with_markers(self.log))
-        self.state.on_truncated(offset)
+        # A batch holding ``offset`` goes whole: the state learns where the log really ends.
+        self.state.on_truncated(min(offset, self.log.log_end_offset))
         self.checkpoint_epochs()
         self.notify()
 
     def restart_at(self, offset: int) -> None:
         """Our log ends before the leader's start: drop it and start over at ``offset``."""
         self.log.truncate_fully_and_start_at(offset)
+        self.state.on_started_at(offset)
         self._truncated()
         self.producers.truncate_and_reload(())
         self.checkpoint_epochs()

@@ -530,7 +530,10 @@ class PartitionState:
                 truncate_to = target
             self.on_truncated(target)
         new_start = None
-        if log_start_offset is not None and log_start_offset > self.log_start_offset:
+        # A diverging answer's log start is not taken (Kafka applies it with the records,
+        # and that answer has none): the truncation point may lie inside a batch, so the
+        # log ends lower than the state can tell here, and a start past it cannot be.
+        if diverging_epoch is None and log_start_offset is not None and log_start_offset > self.log_start_offset:
             new_start = min(log_start_offset, self.log_end_offset)
             if new_start > self.log_start_offset:
                 self.on_log_start_offset(new_start)
@@ -566,7 +569,11 @@ class PartitionState:
             self.on_truncated(leader_log_end_offset)
             return OutOfRangeDecision(truncate_to=leader_log_end_offset)
         if leader_log_start_offset > self.log_end_offset:
-            self.log_start_offset = self.log_end_offset = self.high_watermark = leader_log_start_offset
-            self.epoch_cache.clear()
+            self.on_started_at(leader_log_start_offset)
             return OutOfRangeDecision(start_at=leader_log_start_offset)
         return OutOfRangeDecision()
+
+    def on_started_at(self, offset: int) -> None:
+        """The local log was emptied to start at ``offset`` (``truncateFullyAndStartAt``)."""
+        self.log_start_offset = self.log_end_offset = self.high_watermark = offset
+        self.epoch_cache.clear()

@@ -28,7 +28,10 @@ class MemLog:
     def __init__(self) -> None:
         self.batches: list[tuple[BatchHeader, bytes]] = []
         self.synced = 0  # how many of ``batches`` are flushed
-        self.start = 0  # the offset the log starts at when empty
+        # The log start offset: DeleteRecords moves it into the first batch, whose records
+        # below it are then unreadable (``Log``'s log start, which is kept apart from the
+        # segments as well).
+        self.start = 0
         self.config = CONFIG
         self.dir = None
         self.load_result = None
@@ -36,7 +39,7 @@ class MemLog:
     # -- what Partition reads -----------------------------------------------------------
     @property
     def log_start_offset(self) -> int:
-        return self.batches[0][0].base_offset if self.batches else self.start
+        return self.start
 
     @property
     def log_end_offset(self) -> int:
@@ -64,8 +67,7 @@ class MemLog:
         if offset >= self.log_end_offset:
             return False
         keep = [b for b in self.batches if b[0].next_offset <= offset]
-        if not keep:
-            self.start = min(offset, self.log_start_offset)
+        self.start = min(offset, self.start)
         self.batches = keep
         self.synced = min(self.synced, len(keep))
         return True
@@ -74,7 +76,16 @@ class MemLog:
         self.batches, self.synced, self.start = [], 0, offset
 
     def delete_records_before(self, offset: int) -> int:
-        raise NotImplementedError("the simulator does not move log starts")
+        """``Log.delete_records_before``: the log start moves up to ``offset``; the batches
+        wholly below it are deleted (durably: a power loss does not bring them back)."""
+        if not 0 <= offset <= self.log_end_offset:
+            raise OffsetOutOfRangeError(offset, self.start, self.log_end_offset, "delete records before")
+        self.start = max(self.start, offset)
+        gone = next((i for i, (h, _) in enumerate(self.batches) if h.next_offset > self.start),
+                    len(self.batches))
+        del self.batches[:gone]
+        self.synced = max(self.synced - gone, 0)
+        return self.start
 
     def append_aborted_txn(self, entry) -> None:
         raise NotImplementedError("the simulator writes no transactions")

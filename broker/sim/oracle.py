@@ -9,10 +9,11 @@ reuse it), carried in the batch's timestamp.  The checks (each names the broker)
   committed, and has not lost power since, must be missing too (else the loss is the
   one Kafka allows: every ISR member lost its unsynced writes, and the truth is cut back);
 * replicas never diverge below the high watermark: every replica's log below its own HW
-  is the truth, and a leader's HW passes only records each maximal-ISR member holds;
+  (and from its log start: DeleteRecords moves it) is the truth, and a leader's HW passes only records each maximal-ISR member holds;
 * an acknowledged acks=all write is in every ISR member's log when it is answered;
 * the high watermark never goes backwards on a leader (one leadership of one process);
-* idempotent retries never duplicate: no idempotent write id twice in the truth;
+* idempotent retries never duplicate: no idempotent write id twice in the truth (unless
+  the first copy was below the leader's log start: DeleteRecords ends idempotence there);
 * consumers never see past the high watermark: what a consumer read is the truth.
 """
 
@@ -45,7 +46,7 @@ def _base(batch) -> int:
 class Oracle:
     def __init__(self, idempotent_ids: set[int]) -> None:
         self.truth: list[tuple[int, int]] = []
-        self.seen_ids: set[int] = set()  # idempotent write ids in the truth
+        self.seen_ids: dict[int, int] = {}  # idempotent write id -> its offset in the truth
         self.idempotent_ids = idempotent_ids
         self.durable_upto: dict[int, int] = {}  # broker -> truth prefix it holds as an ISR member
         self.hw_seen: dict[tuple[int, int, int], int] = {}  # (broker, incarnation, epoch) -> HW
@@ -73,17 +74,21 @@ class Oracle:
             raise InvariantViolation(f"b{leader.id}: high watermark {hw} past its log end")
         for wid, index in new:
             if index == 0 and wid in self.idempotent_ids:
-                if wid in self.seen_ids:
+                if self.seen_ids.get(wid, -1) >= leader.disk.log.log_start_offset:
                     raise InvariantViolation(f"idempotent write {wid} committed twice "
                                              f"(again at offset {len(self.truth)})")
-                self.seen_ids.add(wid)
+                # (Below the log start it is allowed: the leader forgets a producer whose
+                # batches are all deleted, as Kafka does, and then takes a late retry anew.)
+                self.seen_ids[wid] = len(self.truth)
             self.truth.append((wid, index))
         return True
 
     def holds(self, broker, hi: int) -> bool:
-        """Whether ``broker``'s log is the truth up to ``hi``."""
+        """Whether ``broker``'s log is the truth up to ``hi`` (from its log start: what
+        DeleteRecords removed is no longer anyone's to hold)."""
         log = broker.disk.log
-        return log.log_end_offset >= hi and record_ids(log, max(hi - 1, 0), hi) == self.truth[max(hi - 1, 0):hi]
+        lo = max(hi - 1, log.log_start_offset)
+        return log.log_end_offset >= hi and (lo >= hi or record_ids(log, lo, hi) == self.truth[lo:hi])
 
     def check_isr_holds(self, leader, brokers, heard) -> None:
         """The leader's HW just moved: every maximal-ISR member whose last fetch (the one
@@ -115,10 +120,14 @@ class Oracle:
         (``isr``, the controller's) that held them survives."""
         n = len(self.truth)
         log = leader.disk.log
-        have = record_ids(log, 0, min(n, log.log_end_offset))
-        if len(have) == n and have == self.truth:
+        start = log.log_start_offset  # below it, records were deleted on purpose
+        if start >= n:
             return
-        first_bad = next((i for i, (a, b) in enumerate(zip(have, self.truth)) if a != b), len(have))
+        have = record_ids(log, start, min(n, log.log_end_offset))
+        if len(have) == n - start and have == self.truth[start:]:
+            return
+        first_bad = start + next((i for i, (a, b) in enumerate(zip(have, self.truth[start:])) if a != b),
+                                 len(have))
         holders = sorted(b for b, upto in self.durable_upto.items()
                          if upto > first_bad and b != leader.id and b in isr)
         if self.durable_upto.get(leader.id, 0) > first_bad or holders:
@@ -129,7 +138,7 @@ class Oracle:
         log_trace(f"committed offsets {first_bad}..{n - 1} lost: every ISR member that held them "
                   f"lost power (allowed); truth cut back")
         del self.truth[first_bad:]
-        self.seen_ids = {wid for wid, i in self.truth if i == 0 and wid in self.idempotent_ids}
+        self.seen_ids = {wid: o for o, (wid, i) in enumerate(self.truth) if i == 0 and wid in self.idempotent_ids}
         self.cut_back += 1
         self.cut_epoch = leader.partition.state.leader_epoch
 
@@ -150,13 +159,15 @@ class Oracle:
         """An acks=all write at ``first..last`` is being acknowledged by ``leader`` (maybe
         a retry, answered with the offsets the write got first): every maximal-ISR member
         holds it, but one that lost power since the write was first appended."""
-        want = record_ids(leader.disk.log, first, last + 1)
-        since = self.written_at.get(want[0][0], 0.0) if want else 0.0
+        whole = record_ids(leader.disk.log, first, last + 1)
+        since = self.written_at.get(whole[0][0], 0.0) if whole else 0.0
         for b in leader.partition.state.maximal_isr:
             broker = brokers[b]
             if b != leader.id and broker.lost_power_at >= since:
                 continue
-            if record_ids(broker.disk.log, first, last + 1) != want:
+            # What DeleteRecords removed from either log since is not compared.
+            lo = max(first, leader.disk.log.log_start_offset, broker.disk.log.log_start_offset)
+            if record_ids(broker.disk.log, lo, last + 1) != record_ids(leader.disk.log, lo, last + 1):
                 raise InvariantViolation(f"b{leader.id} acknowledges acks=all offsets {first}..{last}"
                                          f" that ISR member b{b} does not hold")
 

@@ -21,6 +21,7 @@ Invariants (``broker/sim/oracle.py``) are checked after every event; a violation
 from __future__ import annotations
 
 import heapq
+import logging
 import traceback
 from dataclasses import dataclass
 from random import Random
@@ -67,6 +68,7 @@ class Params:
     produce_every_ms: int
     fault_every_ms: int
     fault_phase_ms: int
+    delete_every_ms: int = 0  # mean time between DeleteRecords at the leader (0: none)
     heal_budget_ms: int = 20000
     request_timeout_ms: int = 200  # produce (the acks=all wait) and fetch timeouts
     session_ms: int = 450  # broker session timeout at the controller
@@ -90,7 +92,17 @@ class Params:
             fault_every_ms=rng.choice([100, 300, 800]),
             fault_phase_ms=rng.choice([800, 1500, 2500]),
             request_timeout_ms=rng.choice([100, 250]),
+            delete_every_ms=rng.choice([0, 0, 300, 1000]),
         )
+
+
+class _TraceHandler(logging.Handler):
+    def __init__(self, sim: "Simulation") -> None:
+        super().__init__(logging.INFO)
+        self.sim = sim
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.sim.log(f"partition {record.levelname.lower()}: {record.getMessage()}")
 
 
 class SimBroker:
@@ -187,6 +199,19 @@ class Simulation:
     # ------------------------------------------------------------------ running
 
     def run(self) -> "Simulation":
+        # What the partitions log (a warning: they repaired something) goes to the trace,
+        # not to the terminal of a run over thousands of seeds.
+        partition_log = logging.getLogger("broker.partition")
+        handler = _TraceHandler(self)
+        partition_log.addHandler(handler)
+        propagate, partition_log.propagate = partition_log.propagate, False
+        try:
+            return self._run()
+        finally:
+            partition_log.removeHandler(handler)
+            partition_log.propagate = propagate
+
+    def _run(self) -> "Simulation":
         p = self.p
         self.log(f"params {p} unsafe={sorted(self.unsafe)}")
         for b in self.brokers.values():
@@ -196,6 +221,8 @@ class Simulation:
             self._at(self.rng.uniform(0, p.produce_every_ms), "produce", c.id)
         self._at(self.rng.uniform(0, 50), "consume")
         self._at(self.rng.expovariate(1 / p.fault_every_ms), "fault")
+        if p.delete_every_ms:
+            self._at(self.rng.expovariate(1 / p.delete_every_ms), "delete_records")
         self._at(p.fault_phase_ms, "heal")
         deadline = p.fault_phase_ms + p.heal_budget_ms
         try:
@@ -414,11 +441,11 @@ class Simulation:
             return
         part = b.partition
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
-            decision = part.state.on_offset_out_of_range(leader_start, leader_end)
-            if decision.truncate_to is not None:
-                part.truncate_to(decision.truncate_to)
-            elif decision.start_at is not None:
-                part.restart_at(decision.start_at)
+            before = (part.log.log_start_offset, part.log.log_end_offset)
+            part.on_offset_out_of_range(leader_start, leader_end)
+            if self.record_trace:
+                self.log(f"b{b.id} fetch offset out of b{src}'s range [{leader_start}, {leader_end}): "
+                         f"log {before} -> ({part.log.log_start_offset}, {part.log.log_end_offset})")
             appended = 0
         elif error != ErrorCode.NONE:
             appended = 0
@@ -583,8 +610,8 @@ class Simulation:
             return
         try:
             data = b.partition.log.read(offset, max_offset=st.high_watermark)
-        except OffsetOutOfRangeError:
-            self.consumer.offset = 0
+        except OffsetOutOfRangeError:  # auto.offset.reset=earliest
+            self.consumer.offset = b.partition.log.log_start_offset
             return
         ids = [(h.max_timestamp, i) for d in data for _, h in iter_batches(d, check_crc=False)
                for i in range(h.last_offset_delta + 1)]
@@ -593,6 +620,25 @@ class Simulation:
             ids = ids[offset - first:]
             self.oracle.check_consumed(offset, ids, b.id)
             self.consumer.offset = offset + len(ids)
+
+    def _ev_delete_records(self) -> None:
+        """An admin's DeleteRecords (``broker/delete_records.py``'s checks): at the leader,
+        up to its high watermark (and the committed truth, which a leader's HW from before
+        an allowed loss may pass)."""
+        if self.healed:
+            return
+        self._at(self.now + self.rng.expovariate(1 / self.p.delete_every_ms), "delete_records")
+        leader = self.brokers.get(self.controller.reg.leader)
+        if leader is None or not leader.up or not leader.partition.state.is_leader:
+            return
+        part = leader.partition
+        top = min(part.state.high_watermark, len(self.oracle.truth))
+        if top <= part.log.log_start_offset:
+            return
+        target = self.rng.randint(part.log.log_start_offset, top)
+        part.delete_records_before(target)
+        self.log(f"b{leader.id} deletes records before {target}")
+        self._touch(leader)
 
     # ------------------------------------------------------------------ faults
 
@@ -665,6 +711,7 @@ class Simulation:
         if not all(b.up for b in self.brokers.values()) or not leader.partition.state.is_leader:
             return False
         end = leader.disk.log.log_end_offset
-        want = record_ids(leader.disk.log, 0, end)
-        return all(b.disk.log.log_end_offset == end and record_ids(b.disk.log, 0, end) == want
+        start = max(b.disk.log.log_start_offset for b in self.brokers.values())
+        want = record_ids(leader.disk.log, start, end)
+        return all(b.disk.log.log_end_offset == end and record_ids(b.disk.log, start, end) == want
                    for b in self.brokers.values())
