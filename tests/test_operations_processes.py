@@ -10,7 +10,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster_helpers import cluster_metadata, fast_overrides, kraftctl, partitions_of, start_cluster, wait_until
+from cluster_helpers import (cluster_metadata, fast_overrides, kraftctl, partitions_of, request, start_cluster,
+                             wait_until)
 from kraft.local_cluster import LocalCluster
 
 
@@ -88,6 +89,40 @@ def test_delete_records_moves_the_log_start_on_every_replica(cluster, tmp_path):
     finally:
         cluster.start(leader)
         wait_until(lambda: len(cluster_metadata(cluster, [])["brokers"]) == 3, what="3 brokers")
+
+
+def test_a_follower_catches_up_when_delete_records_left_the_log_start_inside_a_batch(cluster):
+    """A follower that was down while 10 batches of 10 records were written and the log
+    start moved to 45 (inside the batch 40..49): its fetch from 0 is out of range, it starts
+    over at 45, the leader sends the batch 40..49, and the follower takes it (as Kafka's
+    follower: the log starts at the batch's base) and rejoins the ISR.  It used to refuse
+    that batch, forever (the data-plane simulator found it)."""
+    from kraft.records import build_batch
+
+    create(cluster, "dr-mid", 1, 3)
+    part = partitions_of(cluster, "dr-mid")[0]
+    follower = next(r for r in part["replica_nodes"] if r != part["leader_id"])
+    cluster.stop(follower)
+    try:
+        wait_until(lambda: follower not in partitions_of(cluster, "dr-mid")[0]["isr_nodes"],
+                   timeout_s=60, what="the stopped follower out of the ISR")
+        leader = cluster.nodes[partitions_of(cluster, "dr-mid")[0]["leader_id"]]
+        for b in range(10):
+            records = build_batch([(None, b"%d" % (b * 10 + i)) for i in range(10)], timestamp=1)
+            resp = request(leader.host, leader.broker_port, "Produce", 9, {
+                "transactional_id": None, "acks": -1, "timeout_ms": 10000, "topic_data": [
+                    {"name": "dr-mid", "partition_data": [{"index": 0, "records": records}]}]})
+            answer = resp["responses"][0]["partition_responses"][0]
+            assert (answer["error_code"], answer["base_offset"]) == (0, b * 10)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        deleted = admin.delete_records([TopicPartition("dr-mid", 0, 45)])[TopicPartition("dr-mid", 0, 45)]
+        assert deleted.result(60).low_watermark == 45
+        del admin
+    finally:
+        cluster.start(follower)
+    wait_until(lambda: follower in partitions_of(cluster, "dr-mid")[0]["isr_nodes"], timeout_s=60,
+               what="the follower back in the ISR")
+    assert watermarks(cluster, "dr-mid", 0) == (45, 100)
 
 
 def test_delete_records_refuses_offsets_beyond_the_high_watermark_and_bad_files(cluster, tmp_path):
