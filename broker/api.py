@@ -72,7 +72,7 @@ class BrokerApi:
         self.ready = ready  # set once, when this broker may serve clients (cli.node)
         apis = dict(BROKER_APIS)
         if groups is not None:
-            from broker.group_service import GROUP_API_VERSIONS
+            from broker.group.service import GROUP_API_VERSIONS
 
             apis.update(GROUP_API_VERSIONS)
             apis["FindCoordinator"] = (0, 6)

@@ -24,7 +24,7 @@ import logging
 import trio
 
 from broker.deferred import Deferred
-from broker.offsets_store import OFFSETS_TOPIC
+from broker.internal_topics import OFFSETS_TOPIC
 from broker.replica_manager import ReplicaManager
 from kraft import clock
 from kraft.log.errors import LogError

@@ -157,7 +157,7 @@ def _transaction_log(key: bytes | None, value: bytes | None) -> str:
 
 def _offsets(key: bytes | None, value: bytes | None) -> str:
     """A ``__consumer_offsets`` record: an offset commit or a group's metadata."""
-    from broker import group_records as gr
+    from broker.group import records as gr
 
     try:
         k = gr.decode_key(key) if key is not None else None

@@ -17,7 +17,7 @@ import trio
 from broker.api import BrokerApi
 from broker.controller_channel import ControllerChannel
 from broker.data_path import DataPath
-from broker.group_service import GroupCoordinatorService
+from broker.group.service import GroupCoordinatorService
 from broker.lifecycle import BrokerLifecycle
 from broker.metadata_listener import MetadataListener
 from broker.connection_limits import ConnectionLimits, ConnectionQuotas
@@ -25,8 +25,8 @@ from broker.authorization import RequestAuthorization, controller_check
 from broker.client_quotas import ClientQuotaEnforcer
 from broker.network import serve_kafka
 from broker.network_security import ListenerAuth
-from broker.offsets_store import (GROUP_KEY_TYPE, OFFSETS_TOPIC, TRANSACTION_KEY_TYPE, TXN_STATE_TOPIC,
-                                  CoordinatorLocator, InternalTopicStore)
+from broker.internal_topics import (GROUP_KEY_TYPE, OFFSETS_TOPIC, TRANSACTION_KEY_TYPE, TXN_STATE_TOPIC,
+                                     CoordinatorLocator, InternalTopicStore)
 from broker.producer_ids import ProducerIdAllocator
 from broker.txn.markers import MarkerChannel
 from broker.txn.service import TransactionService

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import uuid
 
-from broker.group_records import OffsetValue, offset_record
+from broker.group.records import OffsetValue, offset_record
 from broker.partition import Partition
 from kraft.log import Log, LogConfig
 from kraft.records import build_batch, make_end_txn_batch

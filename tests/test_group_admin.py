@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from test_group_helpers import Harness, offsets_of, subscription
 
-from broker.group_records import GroupKey, OffsetKey, decode_key
-from broker.group_state import GroupState
+from broker.group.records import GroupKey, OffsetKey, decode_key
+from broker.group.state import GroupState
 
 ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS = 22, 25, 27
 OFFSET_METADATA_TOO_LARGE, NOT_COORDINATOR, FENCED_INSTANCE_ID = 12, 16, 82
@@ -21,7 +21,7 @@ def test_simple_commit_creates_the_group_and_fetch_returns_it():
     h = Harness()
     r = h.commit("simple", {("t", 0): (42, "meta"), ("t", 1): (7, None)})
     assert codes(r) == [0, 0]
-    assert "simple" in h.core.groups and h.core.groups["simple"].state is GroupState.EMPTY
+    assert "simple" in h.core.table.groups and h.core.table.groups["simple"].state is GroupState.EMPTY
     got = h.fetch("simple", {"t": [0, 1, 2], "u": [0]})
     assert offsets_of(got) == {("t", 0): (42, "meta"), ("t", 1): (7, ""), ("t", 2): (-1, ""), ("u", 0): (-1, "")}
     epochs = {p["partition_index"]: p["committed_leader_epoch"] for p in got["topics"][0]["partitions"]}
@@ -67,7 +67,7 @@ def test_commit_in_preparing_rebalance_with_current_generation_is_accepted():
     h = Harness()
     (a,), gen = h.stable_group()
     h.join_new()  # a second member: the group prepares a rebalance, a has not rejoined yet
-    assert h.core.groups["g"].state is GroupState.PREPARING_REBALANCE
+    assert h.core.table.groups["g"].state is GroupState.PREPARING_REBALANCE
     assert codes(h.commit("g", {("t", 0): (9, "")}, member_id=a, generation=gen)) == [0]
 
 
@@ -124,7 +124,7 @@ def test_retention_expires_simple_offsets_then_the_group():
     h.tick(1000)
     assert offsets_of(h.fetch("s", {"t": [0, 1]})) == {("t", 0): (-1, ""), ("t", 1): (2, "")}
     h.tick(1500)
-    assert "s" not in h.core.groups
+    assert "s" not in h.core.table.groups
     tomb = [(decode_key(k), v) for k, v in h.writes[-1].records]
     assert tomb == [(OffsetKey("s", "t", 1), None), (GroupKey("s"), None)]
 
@@ -163,7 +163,7 @@ def test_delete_groups():
     h.commit("idle", {("t", 0): (1, ""), ("t", 1): (2, "")})
     r = h.call("DeleteGroups", 2, groups_names=["busy", "idle", "ghost"]).response
     assert [x["error_code"] for x in r["results"]] == [NON_EMPTY_GROUP, 0, GROUP_ID_NOT_FOUND]
-    assert "idle" not in h.core.groups
+    assert "idle" not in h.core.table.groups
     assert [(decode_key(k), v) for k, v in h.writes[-1].records] == [
         (OffsetKey("idle", "t", 0), None), (OffsetKey("idle", "t", 1), None), (GroupKey("idle"), None)]
     assert offsets_of(h.fetch("idle", {"t": [0]})) == {("t", 0): (-1, "")}
@@ -189,7 +189,7 @@ def test_offset_delete():
 def test_commit_with_explicit_retention_writes_value_v1_and_expires_on_time():
     import struct
 
-    from broker.group_records import decode_offset_value
+    from broker.group.records import decode_offset_value
     h = Harness(offsets_retention_check_interval_ms=10)
     h.tick(0)
     out = h.call("OffsetCommit", 2, group_id="r", generation_id_or_member_epoch=-1, member_id="",

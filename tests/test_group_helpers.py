@@ -10,8 +10,10 @@ from __future__ import annotations
 import struct
 from random import Random
 
-from broker.group_coordinator import GroupConfig, GroupCoordinator, Output
-from broker.group_records import LoadedPartition
+from broker.group.config import GroupConfig
+from broker.group.coordinator import GroupCoordinator
+from broker.group.output import Output
+from broker.group.records import LoadedPartition
 from kraft.protocol import codec
 
 

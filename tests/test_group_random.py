@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_group_helpers import Harness
 
-from broker.group_records import replay
-from broker.group_state import GroupState
+from broker.group.records import replay
+from broker.group.state import GroupState
 
 S = GroupState
 ACTIONS = ["join", "join", "sync", "sync", "heartbeat", "heartbeat", "leave", "tick", "tick", "restart"]
@@ -24,7 +24,7 @@ class Client:
 
 
 def check_invariants(h: Harness, seen_generations: list[int]) -> None:
-    group = h.core.groups.get("g")
+    group = h.core.table.groups.get("g")
     if group is None:
         return
     assert not seen_generations or group.generation >= seen_generations[-1]
@@ -96,7 +96,7 @@ def test_random_schedules_keep_invariants_and_settle(schedule, initial_delay_ms)
         check_invariants(h, generations)
     parked = [out for c in clients for out in c.pending if h.result(out) is None]
     assert parked == []
-    group = h.core.groups.get("g")
+    group = h.core.table.groups.get("g")
     assert group is None or (group.state is S.EMPTY and not group.members)
     # the log agrees with memory: replaying it gives the same generation and no members
     if group is not None and h.writes:

@@ -11,7 +11,7 @@ import pytest
 import trio
 from test_group_service import MemStore
 
-from broker.group_service import GROUP_API_VERSIONS, GroupCoordinatorService
+from broker.group.service import GROUP_API_VERSIONS, GroupCoordinatorService
 from broker.network import serve_kafka
 from kraft.protocol import rpc
 from kraft.protocol.schema import Versions
@@ -107,9 +107,9 @@ async def test_confluent_kafka_consumer_joins_commits_and_leaves():
             assert result["committed"] == [(0, 5), (1, 9)]
             # close() left the group: it is Empty, with its offsets kept
             with trio.fail_after(5):
-                while service.core.groups["real-group"].members:
+                while service.core.table.groups["real-group"].members:
                     await trio.sleep(0.05)
-            group = service.core.groups["real-group"]
+            group = service.core.table.groups["real-group"]
             assert group.state.value == "Empty"
             assert {tp: v.offset for tp, v in group.offsets.items()} == {(TOPIC, 0): 5, (TOPIC, 1): 9}
             for api in ("JoinGroup", "SyncGroup", "OffsetCommit", "OffsetFetch", "LeaveGroup"):
@@ -150,6 +150,6 @@ async def test_kafka_python_consumer_joins_and_commits():
             broker.port = await nursery.start(serve_kafka, broker.handle, "127.0.0.1", 0)
             result = await trio.to_thread.run_sync(run_kafka_python_consumer, broker.port)
             assert result == {"assignment": [(TOPIC, 0), (TOPIC, 1)], "committed": 3}
-            offsets = service.core.groups["kp-group"].offsets
+            offsets = service.core.table.groups["kp-group"].offsets
             assert offsets[(TOPIC, 0)].metadata == "kp"
             nursery.cancel_scope.cancel()

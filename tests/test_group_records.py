@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_group_helpers import Harness
 
-from broker.group_coordinator import GroupConfig, GroupCoordinator
-from broker.group_records import (
+from broker.group.config import GroupConfig
+from broker.group.coordinator import GroupCoordinator
+from broker.group.records import (
     GroupKey,
     GroupValue,
     MemberValue,
@@ -31,7 +32,7 @@ from broker.group_records import (
     partition_for,
     replay,
 )
-from broker.group_state import GroupState
+from broker.group.state import GroupState
 
 # Values of java.lang.String#hashCode (from the JDK's definition s[0]*31^(n-1) + ... + s[n-1]).
 HASH_VECTORS = [
@@ -171,12 +172,12 @@ def test_a_coordinator_rebuilt_from_its_writes_has_the_same_groups():
     records = [r for w in h.writes for r in w.records]
     fresh = GroupCoordinator(GroupConfig(num_partitions=1, initial_rebalance_delay_ms=0, min_session_timeout_ms=10))
     assert fresh.load(0, fresh.begin_loading(0), replay(records), 1000)
-    assert set(fresh.groups) == {"g", "simple"}
-    g = fresh.groups["g"]
+    assert set(fresh.table.groups) == {"g", "simple"}
+    g = fresh.table.groups["g"]
     assert g.state is GroupState.STABLE and g.generation == gen and set(g.members) == {a, b}
     assert g.members[a].assignment == f"assign-{a}".encode()
     assert g.offsets[("t", 0)].offset == 11
-    assert fresh.groups["simple"].offsets[("t", 1)].offset == 22
+    assert fresh.table.groups["simple"].offsets[("t", 1)].offset == 22
     # the loaded members carry on: heartbeats work, and silent ones expire
     hb = fresh.handle("Heartbeat", 3, {"group_id": "g", "generation_id": gen, "member_id": a,
                                       "group_instance_id": None}, 2000)

@@ -9,8 +9,8 @@ import pytest
 import trio
 from test_group_helpers import check_response, offsets_of, wire
 
-from broker.group_records import group_record, replay
-from broker.group_service import GroupCoordinatorService
+from broker.group.records import group_record, replay
+from broker.group.service import GroupCoordinatorService
 from kraft.records import build_batch, decode_batches
 
 MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS, NOT_COORDINATOR, LOADING = 79, 27, 16, 14
@@ -64,7 +64,7 @@ async def started(nursery, store, **kw):
     await nursery.start(service.run)
     for p in range(3):
         service.on_become_leader(p)
-    while service.core.loading:
+    while service.core.table.loading:
         await trio.sleep(0.01)
     return service
 
@@ -126,7 +126,7 @@ async def test_two_members_rebalance_through_the_service(autojump_clock):
             await call(service, "Heartbeat", 4, group_id="g", generation_id=2, member_id=a)
         hb = await call(service, "Heartbeat", 4, group_id="g", generation_id=2, member_id=a)
         assert hb["error_code"] == REBALANCE_IN_PROGRESS
-        assert b not in service.core.groups["g"].members
+        assert b not in service.core.table.groups["g"].members
         nursery.cancel_scope.cancel()
 
 
@@ -142,7 +142,7 @@ async def test_offsets_survive_a_coordinator_move(autojump_clock):
         assert offsets_of(fetched) == {("t", 0): (17, "m")}
         part = service.partition_for("s")
         service.on_become_leader(part)  # a repeated notification changes nothing
-        assert not service.core.loading and "s" in service.core.groups
+        assert not service.core.table.loading and "s" in service.core.table.groups
         # leadership moves: the old coordinator answers NOT_COORDINATOR, a new one loads the log
         service.on_resign(part)
         gone = await call(service, "OffsetFetch", 7, group_id="s", topics=None)
@@ -165,7 +165,7 @@ async def test_loading_answers_load_in_progress(autojump_clock):
         r = await call(service, "JoinGroup", 7, **join_fields())
         assert r["error_code"] == LOADING
         other = next(p for p in range(3) if p != service.partition_for("g"))
-        assert service.core.coordinator_error("g") == LOADING and other not in service.core.owned
+        assert service.core.coordinator_error("g") == LOADING and other not in service.core.table.owned
         store.read_gate.set()
         await trio.sleep(1)
         r = await call(service, "JoinGroup", 7, **join_fields())

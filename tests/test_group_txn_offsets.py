@@ -1,13 +1,13 @@
 """TxnOffsetCommit on the group coordinator core: offsets held pending per producer until the
 transaction's marker commits (or drops) them, UNSTABLE_OFFSET_COMMIT for require_stable
 fetches meanwhile, and the replay of transactional batches and markers from
-``__consumer_offsets`` (broker/group_records.replay)."""
+``__consumer_offsets`` (broker/group/records.replay)."""
 
 from __future__ import annotations
 
 from test_group_helpers import Harness, wire
 
-from broker.group_records import OffsetValue, TxnMarker, TxnRecord, offset_record, replay
+from broker.group.records import OffsetValue, TxnMarker, TxnRecord, offset_record, replay
 
 UNSTABLE_OFFSET_COMMIT = 88
 
@@ -80,7 +80,7 @@ def test_a_commit_without_a_producer_is_refused():
 
 
 def test_a_marker_arriving_while_the_partition_loads_is_applied_after_the_load():
-    from broker.group_records import LoadedPartition
+    from broker.group.records import LoadedPartition
 
     h = Harness()
     token = h.core.begin_loading(0)

@@ -8,7 +8,7 @@ adds one fails this test until someone has looked at it."""
 from __future__ import annotations
 
 from broker.api import BROKER_APIS
-from broker.group_service import GROUP_API_VERSIONS
+from broker.group.service import GROUP_API_VERSIONS
 from kraft.protocol import codec
 
 # (api, path of the response field) -> what the broker answers instead of echoing null.

@@ -20,8 +20,8 @@ CORES = [
     "metadata/image.py", "metadata/delta.py", "metadata/serde.py",
     # partition replication, producer state and the group coordinator
     "broker/partition_state.py", "broker/partition_state_types.py", "broker/producer_state.py",
-    "broker/group_coordinator.py", "broker/group_membership.py", "broker/group_state.py",
-    "broker/group_records.py", "broker/group_admin.py",
+    *(f"broker/group/{name}.py" for name in ("__init__", "admin", "config", "coordinator", "membership",
+                                             "offsets", "output", "records", "state", "table")),
     # the web console's rates and rendering (cli/web_console/server.py is the shell)
     "cli/web_console/throughput.py", "cli/web_console/page.py",
 ]

@@ -11,7 +11,7 @@ from test_metadata_helpers import Harness
 
 from broker.authorization import CHECKS, UNCHECKED, Caller, Narrowed
 from broker.api import BROKER_APIS
-from broker.group_service import GROUP_API_VERSIONS
+from broker.group.service import GROUP_API_VERSIONS
 from broker.txn.service import TXN_API_VERSIONS
 from kraft.protocol.error_codes import ErrorCode
 from kraft.security.authorizer import (

@@ -34,7 +34,7 @@ def test_value_version_0_layout_is_kafkas():
     ("𝄞", 1772394),  # a surrogate pair: hashed as two UTF-16 code units, as Java does
 ])
 def test_java_string_hashcode(text, hashcode):
-    from broker.group_records import java_string_hashcode
+    from broker.group.records import java_string_hashcode
 
     assert java_string_hashcode(text) == hashcode
 

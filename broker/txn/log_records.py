@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from broker.group_records import RecordFormatError, _Reader, _Writer, partition_for
+from broker.group.records import RecordFormatError, _Reader, _Writer, partition_for
 
 TXN_KEY_VERSION = 0
 TXN_VALUE_VERSION = 0

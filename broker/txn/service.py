@@ -30,8 +30,8 @@ from collections.abc import Callable
 
 import trio
 
-from broker.group_records import partition_for as offsets_partition_for
-from broker.offsets_store import OFFSETS_TOPIC, TXN_STATE_TOPIC
+from broker.group.records import partition_for as offsets_partition_for
+from broker.internal_topics import OFFSETS_TOPIC, TXN_STATE_TOPIC
 from broker.producer_ids import ProducerIdAllocator, ProducerIdError
 from broker.txn.coordinator import MarkerJob, Result, TransactionCoordinator, TxnConfig, Write
 from broker.txn.log_records import encode_key, encode_value, replay
@@ -76,7 +76,7 @@ class TransactionService:
     """Serve the transaction APIs for the ``__transaction_state`` partitions this broker leads.
 
     Args:
-        store: an InternalTopicStore over ``__transaction_state`` (offsets_store).
+        store: an InternalTopicStore over ``__transaction_state`` (broker.internal_topics).
         producer_ids: the broker's ProducerIdAllocator.
         image: returns the current metadata image.
         marker_channel: ``on_done -> MarkerChannel`` (given the callback it must call).

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from broker.group_admin import int_setting
+from broker.group.config import int_setting
 from broker.txn.log_records import TxnLogValue, TxnState
 from kraft.protocol.error_codes import ErrorCode
 

@@ -370,7 +370,7 @@ _GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", 
 def _group_families(node):
     if node.groups is None:
         return
-    groups = list(node.groups.core.groups.values())
+    groups = list(node.groups.core.table.groups.values())
     by_state = dict.fromkeys(_GROUP_STATES, 0)
     offsets = 0
     for group in groups:

@@ -18,7 +18,7 @@ import enum
 import struct
 from dataclasses import dataclass, field
 
-from broker.group_records import OffsetValue
+from broker.group.records import OffsetValue
 from kraft.protocol import codec
 
 CONSUMER_PROTOCOL_TYPE = "consumer"

@@ -17,29 +17,30 @@ events, each with ``now_ms``, and returns an :class:`Output`:
 
 The coordinator serves the groups of the ``__consumer_offsets`` partitions it has been told
 it leads (:meth:`begin_loading` then :meth:`load`); other groups get NOT_COORDINATOR, groups
-of a partition still loading COORDINATOR_LOAD_IN_PROGRESS.  Member ids come from an
-injected ``Random``.  Membership lives in :mod:`broker.group_membership`, the offset and
-admin APIs in :mod:`broker.group_admin`.
+of a partition still loading COORDINATOR_LOAD_IN_PROGRESS.  It owns the :class:`GroupTable`
+and hands it to its parts: :class:`Membership` (member ids from an injected ``Random``),
+:class:`CommittedOffsets`, and the admin functions of :mod:`broker.group.admin`.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from random import Random
 
-from broker.group_admin import GroupAdminMixin, GroupConfig, Output, Write
-from broker.group_membership import GroupMembershipMixin
-from broker.group_records import GroupValue, LoadedPartition, partition_for
-from broker.group_state import Group, GroupState, Member
+from broker.group import admin
+from broker.group.config import GroupConfig
+from broker.group.membership import Membership, answer_parked
+from broker.group.offsets import CommittedOffsets
+from broker.group.output import Output, Write
+from broker.group.records import GroupValue, LoadedPartition
+from broker.group.state import Group, GroupState, Member
+from broker.group.table import GroupTable
 from kraft.protocol.error_codes import ErrorCode
 
 S = GroupState
 
-__all__ = ["GroupConfig", "GroupCoordinator", "Output", "Write", "partition_for"]
 
-
-class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
+class GroupCoordinator:
     """All groups of the partitions this broker coordinates.
 
     Args:
@@ -52,94 +53,80 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
     def __init__(self, config: GroupConfig | None = None, *, rng: Random | None = None,
                  is_leader: Callable[[int], bool] | None = None):
         self.config = config or GroupConfig()
-        self.rng = rng or Random(0)
-        self.is_leader = is_leader or (lambda partition: True)
-        self.groups: dict[str, Group] = {}
-        self.owned: set[int] = set()
-        self.loading: dict[int, int] = {}  # partition -> load token
+        self.table = GroupTable(self.config.num_partitions, is_leader or (lambda partition: True))
+        self.membership = Membership(self.table, self.config, rng or Random(0))
+        self.offsets = CommittedOffsets(self.table, self.config)
         self.markers_while_loading: dict[int, list[tuple[int, bool]]] = {}  # partition -> (producer, committed)
-        self._next_ticket = 1
         self._next_token = 1
         self._next_retention_check_ms: int | None = None
 
     # ------------------------------------------------------------------ ownership
 
-    def partition_of(self, group_id: str) -> int:
-        return partition_for(group_id, self.config.num_partitions)
-
     def begin_loading(self, partition: int) -> int:
         """The partition became ours; returns the token :meth:`load` must present."""
         token = self._next_token
         self._next_token += 1
-        self.loading[partition] = token
-        self.owned.discard(partition)
+        self.table.loading[partition] = token
+        self.table.owned.discard(partition)
         self.markers_while_loading.pop(partition, None)
         return token
 
     def load(self, partition: int, token: int, loaded: LoadedPartition, now_ms: int) -> bool:
         """Install the groups replayed from ``partition``; False if the load is stale."""
-        if self.loading.get(partition) != token:
+        table = self.table
+        if table.loading.get(partition) != token:
             return False
-        del self.loading[partition]
-        for gid in [g for g, grp in self.groups.items() if grp.partition == partition]:
-            del self.groups[gid]
+        del table.loading[partition]
+        for gid in table.ids_in(partition):
+            del table.groups[gid]
         for gid in loaded.group_ids():
             group = Group(gid, partition, state_timestamp_ms=now_ms)
             value = loaded.groups.get(gid)
             if value is not None:
-                self._restore(group, value, now_ms)
+                _restore(group, value, now_ms)
             group.offsets = dict(loaded.offsets.get(gid, {}))
             group.pending_txn_offsets = {pid: dict(o) for pid, o in loaded.pending_txn_offsets.get(gid, {}).items()}
-            self.groups[gid] = group
-        self.owned.add(partition)
+            table.groups[gid] = group
+        table.owned.add(partition)
         for producer_id, committed in self.markers_while_loading.pop(partition, []):
-            self.complete_txn(partition, producer_id, committed)
+            self.offsets.complete_txn(partition, producer_id, committed)
         return True
-
-    def _restore(self, group: Group, value: GroupValue, now_ms: int) -> None:
-        group.protocol_type = value.protocol_type or None
-        group.generation = value.generation
-        group.protocol_name = value.protocol
-        group.leader_id = value.leader
-        if value.current_state_timestamp >= 0:
-            group.state_timestamp_ms = value.current_state_timestamp
-        for mv in value.members:
-            member = Member(mv.member_id, mv.group_instance_id, mv.client_id, mv.client_host,
-                            mv.session_timeout, mv.rebalance_timeout, value.protocol_type,
-                            [(value.protocol or "", mv.subscription)], mv.assignment,
-                            last_heartbeat_ms=now_ms)
-            group.members[member.member_id] = member
-            if member.group_instance_id is not None:
-                group.static_members[member.group_instance_id] = member.member_id
-        if group.members:
-            group.state = S.STABLE
-            if group.leader_id not in group.members:
-                group.leader_id = next(iter(group.members))
-            group.subscribed_topics = group.compute_subscribed_topics()
-        else:
-            group.leader_id = None
 
     def unload(self, partition: int) -> Output:
         """We no longer lead ``partition``: drop its groups; parked requests get NOT_COORDINATOR."""
-        self.loading.pop(partition, None)
+        table = self.table
+        table.loading.pop(partition, None)
         self.markers_while_loading.pop(partition, None)
-        self.owned.discard(partition)
+        table.owned.discard(partition)
         out = Output()
-        for gid in [g for g, grp in self.groups.items() if grp.partition == partition]:
-            group = self.groups.pop(gid)
-            for m in group.members.values():
-                self._finish_join(m, out, self._join_error(m.join_version, ErrorCode.NOT_COORDINATOR, m.member_id))
-                self._finish_sync(m, out, self._sync_response(m.sync_version, ErrorCode.NOT_COORDINATOR, group))
+        for gid in table.ids_in(partition):
+            answer_parked(table.groups.pop(gid), ErrorCode.NOT_COORDINATOR, out)
         return out
 
     def coordinator_error(self, group_id: str) -> int:
         """NONE, COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR for requests about ``group_id``."""
-        partition = self.partition_of(group_id)
-        if partition in self.loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if partition not in self.owned or not self.is_leader(partition):
-            return ErrorCode.NOT_COORDINATOR
-        return ErrorCode.NONE
+        return self.table.coordinator_error(group_id)
+
+    # ------------------------------------------------------------------ writes
+
+    def apply_write(self, write: Write) -> None:
+        """``write`` is durable: its offsets become visible."""
+        self.offsets.apply_write(write)
+
+    def write_failed(self, write: Write, now_ms: int) -> Output:
+        """``write`` did not commit.  A lost assignment sends the group back to rebalance."""
+        return self.membership.write_failed(write, now_ms)
+
+    def complete_txn(self, partition: int, producer_id: int, committed: bool) -> None:
+        """The marker of ``producer_id``'s transaction is committed on ``partition``: its
+        pending TxnOffsetCommit offsets become the groups' offsets, or are dropped.  A marker
+        that arrives while the partition loads is applied once it is loaded: the log read may
+        have ended before it (no new transactional commit is taken meanwhile, so applying
+        one the read did include again finds nothing pending)."""
+        if partition in self.table.loading:
+            self.markers_while_loading.setdefault(partition, []).append((producer_id, committed))
+            return
+        self.offsets.complete_txn(partition, producer_id, committed)
 
     # ------------------------------------------------------------------ dispatch
 
@@ -156,62 +143,71 @@ class GroupCoordinator(GroupMembershipMixin, GroupAdminMixin):
         return out
 
     def _dispatch(self, api, version, body, now_ms, client_id, client_host) -> Output:
+        membership, offsets, table = self.membership, self.offsets, self.table
         if api == "JoinGroup":
-            return self.join_group(version, body, now_ms, client_id=client_id, client_host=client_host)
+            return membership.join_group(version, body, now_ms, client_id=client_id, client_host=client_host)
         if api == "SyncGroup":
-            return self.sync_group(version, body, now_ms)
+            return membership.sync_group(version, body, now_ms)
         if api == "Heartbeat":
-            return Output(self.heartbeat(version, body, now_ms))
+            return Output(membership.heartbeat(version, body, now_ms))
         if api == "LeaveGroup":
-            return self.leave_group(version, body, now_ms)
+            return membership.leave_group(version, body, now_ms)
         if api == "OffsetCommit":
-            return self.offset_commit(version, body, now_ms)
+            return offsets.offset_commit(version, body, now_ms)
         if api == "TxnOffsetCommit":
-            return self.txn_offset_commit(version, body, now_ms)
+            return offsets.txn_offset_commit(version, body, now_ms)
         if api == "OffsetFetch":
-            return Output(self.offset_fetch(version, body))
+            return Output(offsets.offset_fetch(version, body))
         if api == "ListGroups":
-            return Output(self.list_groups(version, body))
+            return Output(admin.list_groups(table, version, body))
         if api == "DescribeGroups":
-            return Output(self.describe_groups(version, body))
+            return Output(admin.describe_groups(table, version, body))
         if api == "DeleteGroups":
-            return self.delete_groups(version, body, now_ms)
+            return admin.delete_groups(table, version, body, now_ms)
         if api == "OffsetDelete":
-            return self.offset_delete(version, body, now_ms)
+            return offsets.offset_delete(version, body, now_ms)
         raise ValueError(f"{api} is not a group API")
-
-    def _ticket(self) -> int:
-        ticket = self._next_ticket
-        self._next_ticket += 1
-        return ticket
-
-    def _new_member_id(self, prefix: str) -> str:
-        return f"{prefix}-{uuid.UUID(int=self.rng.getrandbits(128), version=4)}"
 
     # ------------------------------------------------------------------ time
 
     def has_deadlines(self) -> bool:
         """Whether a group here has a member session, a pending member or a join phase that
         ``tick`` must expire (else only offsets retention, checked on its own interval)."""
-        return any(group.members or group.pending_members for group in self.groups.values()
-                   if group.partition in self.owned)
+        return any(group.members or group.pending_members for group in self.table.served())
 
     def tick(self, now_ms: int) -> Output:
         """Expire sessions, pending members, join phases and (periodically) offsets."""
         out = Output()
-        for group in list(self.groups.values()):
-            if group.partition not in self.owned:
-                continue
-            for member_id, deadline in list(group.pending_members.items()):
-                if now_ms >= deadline:
-                    del group.pending_members[member_id]
-            for member in list(group.members.values()):
-                if member.member_id in group.members and member.expired(now_ms):
-                    self._remove_member(group, member, now_ms, out)
-            self._try_complete_join(group, now_ms, out)
+        for group in self.table.served():
+            self.membership.expire(group, now_ms, out)
         if self._next_retention_check_ms is None:
             self._next_retention_check_ms = now_ms + self.config.offsets_retention_check_interval_ms
         elif now_ms >= self._next_retention_check_ms:
             self._next_retention_check_ms = now_ms + self.config.offsets_retention_check_interval_ms
-            self.expire_offsets(now_ms, out)
+            self.offsets.expire(now_ms, out)
         return out
+
+
+def _restore(group: Group, value: GroupValue, now_ms: int) -> None:
+    """``group`` as its last GroupMetadataValue left it, every member's session starting now."""
+    group.protocol_type = value.protocol_type or None
+    group.generation = value.generation
+    group.protocol_name = value.protocol
+    group.leader_id = value.leader
+    if value.current_state_timestamp >= 0:
+        group.state_timestamp_ms = value.current_state_timestamp
+    for mv in value.members:
+        member = Member(mv.member_id, mv.group_instance_id, mv.client_id, mv.client_host,
+                        mv.session_timeout, mv.rebalance_timeout, value.protocol_type,
+                        [(value.protocol or "", mv.subscription)], mv.assignment,
+                        last_heartbeat_ms=now_ms)
+        group.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            group.static_members[member.group_instance_id] = member.member_id
+    if group.members:
+        group.state = S.STABLE
+        if group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members))
+        group.subscribed_topics = group.compute_subscribed_topics()
+    else:
+        group.leader_id = None

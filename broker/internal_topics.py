@@ -35,7 +35,7 @@ class StoreError(Exception):
 
 
 class InternalTopicStore:
-    """One internal topic's partitions as a coordinator's store (see group_service)."""
+    """One internal topic's partitions as a coordinator's store (see broker.group.service)."""
 
     def __init__(self, replicas: ReplicaManager, topic: str = OFFSETS_TOPIC):
         self.replicas = replicas

@@ -26,8 +26,10 @@ from random import Random
 
 import trio
 
-from broker.group_coordinator import GroupConfig, GroupCoordinator, Output, Write
-from broker.group_records import TxnMarker, TxnRecord, partition_for, replay
+from broker.group.config import GroupConfig
+from broker.group.coordinator import GroupCoordinator
+from broker.group.output import Output, Write
+from broker.group.records import TxnMarker, TxnRecord, partition_for, replay
 from kraft.protocol.error_codes import ErrorCode
 from kraft.records import build_batch, decode_batches
 from kraft.records.control import ControlType, decode_control_key
@@ -126,7 +128,7 @@ class GroupCoordinatorService:
         """This broker now leads ``partition``: load its groups (``run`` does the reading);
         until then its groups answer COORDINATOR_LOAD_IN_PROGRESS.  Idempotent: a partition
         already owned or loading is left as it is (only this broker wrote to it meanwhile)."""
-        if partition in self.core.owned or partition in self.core.loading:
+        if partition in self.core.table.owned or partition in self.core.table.loading:
             return
         token = self.core.begin_loading(partition)
         self._load_send.send_nowait((partition, token))
@@ -215,7 +217,7 @@ class GroupCoordinatorService:
         except Exception:
             log.exception("broker %s: loading __consumer_offsets-%d failed; retrying", self.broker_id, partition)
             await trio.sleep(1)
-            if self.core.loading.get(partition) == token:
+            if self.core.table.loading.get(partition) == token:
                 self._load_send.send_nowait((partition, token))
 
     async def _process(self, out: Output, api: str | None) -> dict | None:

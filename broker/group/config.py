@@ -1,0 +1,46 @@
+"""The group coordinator's settings, by Kafka's config names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def int_setting(config, name: str, default: int) -> int:
+    """An int setting by Kafka's name from a ServerConfig or a plain mapping (missing or
+    None: ``default``), for the coordinators' configs."""
+    try:
+        value = config[name]
+    except (KeyError, TypeError):
+        return default
+    return default if value is None else int(value)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    num_partitions: int = 50
+    initial_rebalance_delay_ms: int = 3000
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    max_size: int = 2**31 - 1
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offsets_retention_check_interval_ms: int = 600000
+    offset_metadata_max_bytes: int = 4096
+
+    @classmethod
+    def from_config(cls, config) -> GroupConfig:
+        """From Kafka's config names in a ServerConfig or a plain mapping (missing: defaults)."""
+        def get(name, default):
+            return int_setting(config, name, default)
+
+        d = cls()
+        return cls(
+            num_partitions=get("offsets.topic.num.partitions", d.num_partitions),
+            initial_rebalance_delay_ms=get("group.initial.rebalance.delay.ms", d.initial_rebalance_delay_ms),
+            min_session_timeout_ms=get("group.min.session.timeout.ms", d.min_session_timeout_ms),
+            max_session_timeout_ms=get("group.max.session.timeout.ms", d.max_session_timeout_ms),
+            max_size=get("group.max.size", d.max_size),
+            offsets_retention_ms=get("offsets.retention.minutes", d.offsets_retention_ms // 60000) * 60000,
+            offsets_retention_check_interval_ms=get("offsets.retention.check.interval.ms",
+                                                    d.offsets_retention_check_interval_ms),
+            offset_metadata_max_bytes=get("offset.metadata.max.bytes", d.offset_metadata_max_bytes),
+        )
