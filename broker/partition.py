@@ -1,14 +1,18 @@
 """One partition replica on this broker: its log, its replication state, its producers.
 
-The trio-side companion of the sans-IO ``PartitionState``: it owns the ``Log`` and the
-leader-epoch checkpoint file, turns state decisions into appends and truncations, and wakes
-the tasks waiting on this partition (acks=all producers, long-polling fetches).
+The one shell of a partition, the trio-side companion of the sans-IO ``PartitionState``: it
+owns the ``Log`` and the leader-epoch checkpoint file.  A produce, a follower's fetch, a
+fetched answer, a registration from the metadata image, an AlterPartition answer, a
+truncation, retention and DeleteRecords each ask the state for a decision and apply its
+effects here (appends, truncations, waking the acks=all producers and long-polling fetches
+waiting on this partition); the data path, the replica fetcher, the replica manager, the
+node and the data-plane simulator only call these methods.
 
 Transactions: every append, leader or follower, goes through the producer state with what
 its markers say (``read_txn_marker``), and an ABORT marker adds an entry to the ``.txnindex``
 of the segment it lands in.  Opening the replica replays the whole log into the producer
-state, which also rebuilds the ``.txnindex`` of the segments log recovery had to scan (the
-log layer cannot: which transaction a marker ends is producer state).
+state, which also rebuilds the ``.txnindex`` of the segments log recovery had to scan
+(``broker/partition_replay.py``).
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ from broker.leader_epoch_cache import LeaderEpochCache, LeaderEpochCheckpointErr
 from broker.leader_epoch_checkpoint import EpochCheckpointStore, LeaderEpochCheckpointFile
 from broker.partition_state import PartitionState
 from broker.partition_state_types import EpochEndOffset, FetchPosition, ProduceCompletion, Role
-from broker.producer_state import CompletedTxn, ProducerStateManager, Verdict
+from broker.partition_replay import aborted_entry, assigning_epochs, rebuild_txn_indexes, with_markers
+from broker.producer_state import ProducerStateManager, Verdict
 from kraft.log import Log
 from kraft.log.cleaner import LogCleaner
-from kraft.log.errors import CorruptIndexError, LogError, RecordTooLargeError, UnexpectedAppendOffsetError
+from kraft.log.errors import LogError, RecordTooLargeError, UnexpectedAppendOffsetError
 from kraft.log.txn_index import AbortedTxn
 from kraft.protocol.error_codes import ErrorCode
 from kraft.records import CorruptRecordError, PayloadSummary, find_null_key
@@ -92,10 +97,10 @@ class Partition:
         # them in, as Kafka's recovery re-assigns epochs from the segments it reads.
         aborted: list[AbortedTxn] = []
         self.producers.truncate_and_reload(
-            _assigning_epochs(_with_markers(plog), cache),
-            on_completed=lambda txn, lso: aborted.append(_aborted_entry(txn, lso)) if txn.is_aborted else None)
+            assigning_epochs(with_markers(plog), cache),
+            on_completed=lambda txn, lso: aborted.append(aborted_entry(txn, lso)) if txn.is_aborted else None)
         recovered = plog.load_result.recovered if plog.load_result is not None else ()
-        _rebuild_txn_indexes(plog, recovered, aborted)
+        rebuild_txn_indexes(plog, recovered, aborted)
         self.state = PartitionState(
             broker_id, cache, log_start_offset=plog.log_start_offset,
             log_end_offset=plog.log_end_offset, high_watermark=high_watermark,
@@ -361,7 +366,7 @@ class Partition:
             marker = read_txn_marker(bytes(data[pos:pos + h.size])) if h.is_control and h.is_transactional else None
             completed = self.producers.update(h, marker=marker)
             if completed is not None and completed.is_aborted:
-                self.log.append_aborted_txn(_aborted_entry(completed, self.producers.stable_offset_after(completed)))
+                self.log.append_aborted_txn(aborted_entry(completed, self.producers.stable_offset_after(completed)))
         # A follower's LSO is asked for by nobody: completed transactions are forgotten here.
         self.producers.on_high_watermark(self.state.high_watermark)
         return headers
@@ -409,7 +414,7 @@ class Partition:
             log.info("%s: truncating from %d to %d", self.name, self.log.log_end_offset, offset)
             self.log.truncate_to(offset)
             self._truncated()
-            self.producers.truncate_and_reload(_with_markers(self.log))
+            self.producers.truncate_and_reload(with_markers(self.log))
         # A batch holding ``offset`` goes whole: the state learns where the log really ends.
         self.state.on_truncated(min(offset, self.log.log_end_offset))
         self.checkpoint_epochs()
@@ -431,56 +436,3 @@ class Partition:
 
     def close(self) -> None:
         self.complete(self.state.become_offline().completed)
-
-
-def _assigning_epochs(batches, cache: LeaderEpochCache):
-    """``batches`` ((header, marker) pairs), assigning each one's leader epoch to ``cache``."""
-    for header, marker in batches:
-        cache.assign_from_batch(header.partition_leader_epoch, header.base_offset)
-        yield header, marker
-
-
-def _with_markers(plog: Log):
-    """``(header, TxnMarker or None)`` for the log's batches: only transaction markers
-    are read beyond their headers."""
-    for header, data in plog.iter_batches(with_data=_is_txn_marker):
-        yield header, read_txn_marker(data) if data is not None else None
-
-
-def _is_txn_marker(header) -> bool:
-    return header.is_control and header.is_transactional
-
-
-def _aborted_entry(txn: CompletedTxn, stable_offset: int) -> AbortedTxn:
-    return AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, stable_offset)
-
-
-def _rebuild_txn_indexes(plog: Log, recovered, aborted: list[AbortedTxn]) -> None:
-    """Make the ``.txnindex`` of each segment log recovery scanned (``recovered``: base
-    offsets) hold what the replay found; the others are trusted as written."""
-    if not recovered:
-        return
-    wanted: dict[int, list[AbortedTxn]] = {}
-    for entry in aborted:
-        wanted.setdefault(plog.segment_holding(entry.last_offset).base_offset, []).append(entry)
-    bases = set(recovered)
-    for seg in plog.segments:
-        if seg.base_offset not in bases:
-            continue
-        want = wanted.get(seg.base_offset, [])
-        try:
-            same = seg.txn_index.entries == want
-        except CorruptIndexError:
-            same = False
-        if not same:
-            log.info("%s: rebuilding %s (%d aborted transactions)", plog.dir.name,
-                     seg.txn_index.path.name, len(want))
-            seg.txn_index.reset()
-            seg.txn_index.extend(want)
-
-
-def error_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return str(code)
