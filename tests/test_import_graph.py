@@ -17,14 +17,9 @@ from jepsen.checkers.txn_graph import sccs
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("kraft", "broker", "metadata", "cli", "jepsen", "bench")
 
-# Still circles (issue 17): the group coordinator's mixins, and the controller's handlers
-# that take the whole QuorumController.
+# Still circles (issue 17): the group coordinator's mixins.
 REMAINING = [
     {"broker.group_admin", "broker.group_coordinator", "broker.group_membership"},
-    {"metadata.controller.acl_control", "metadata.controller.cluster", "metadata.controller.config_control",
-     "metadata.controller.partitions", "metadata.controller.quorum_controller",
-     "metadata.controller.quota_control", "metadata.controller.reassignment",
-     "metadata.controller.scram_control", "metadata.controller.topics"},
 ]
 
 

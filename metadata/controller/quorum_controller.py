@@ -32,18 +32,18 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from random import Random
-from typing import Callable, Sequence
+from typing import Sequence
 
 from kraft.protocol.error_codes import ErrorCode
 from metadata.controller import (acl_control, cluster, config_control, partitions, quota_control, reassignment,
                                  scram_control, topics)
 from metadata.controller.elections import elect_unclean_leaders, rebalance_leaders
-from metadata.controller.common import ApiError, ControllerConfig, ControllerResult, Txn, error_response
+from metadata.controller.common import (ApiError, ControllerConfig, ControllerContext, ControllerResult, Handler, Txn,
+                                       error_response)
+from metadata.controller.sessions import BrokerSessions
 from metadata.delta import apply_records, image_from_records
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.serde import MetadataRecord, make
-
-Handler = Callable[["QuorumController", Txn, int, dict, int], dict]
 
 HANDLERS: dict[str, Handler] = {
     "BrokerRegistration": cluster.register_broker,
@@ -95,9 +95,8 @@ class QuorumController:
         self.leader_id: int | None = None
         self.epoch = -1
         self._next_offset = 0
-        self._last_contact_ms: dict[int, int] = {}
-        self._metadata_offsets: dict[int, int] = {}  # last reported by each broker
-        self.controlled_shutdown_offset: dict[int, int] = {}  # where its leaderships moved
+        self.sessions = BrokerSessions(config.broker_session_timeout_ms)
+        self._context = ControllerContext(config, self.rng, self.sessions)  # what handlers get
         self._last_noop_ms: int | None = None
         self._last_rebalance_ms: int | None = None
         self._last_unclean_check_ms: int | None = None
@@ -153,9 +152,7 @@ class QuorumController:
         self._clear_soft_state()
 
     def _clear_soft_state(self) -> None:
-        self._last_contact_ms.clear()
-        self._metadata_offsets.clear()
-        self.controlled_shutdown_offset.clear()
+        self.sessions.clear()
         self._last_noop_ms = None
         self._last_rebalance_ms = None
         self._last_unclean_check_ms = None
@@ -204,27 +201,6 @@ class QuorumController:
             image = apply_records(image, p.records, p.last_offset)
         self._working = image
 
-    # -- soft state
-
-    def touch(self, broker_id: int, now_ms: int, metadata_offset: int | None = None) -> None:
-        self._last_contact_ms[broker_id] = now_ms
-        if metadata_offset is not None:
-            self._metadata_offsets[broker_id] = metadata_offset
-
-    def forget(self, broker_id: int) -> None:
-        self._last_contact_ms.pop(broker_id, None)
-        self._metadata_offsets.pop(broker_id, None)
-        self.controlled_shutdown_offset.pop(broker_id, None)
-
-    def lowest_active_offset(self, image: MetadataImage, except_broker: int) -> int:
-        """The lowest metadata offset reported by an active broker (other than one)."""
-        offsets = [self._metadata_offsets.get(b.id, -1) for b in image.active_brokers() if b.id != except_broker]
-        return min(offsets, default=1 << 63)
-
-    def has_valid_session(self, broker_id: int, now_ms: int) -> bool:
-        last = self._last_contact_ms.get(broker_id)
-        return last is not None and now_ms - last < self.config.broker_session_timeout_ms
-
     # -- requests and time
 
     def handle(self, api: str, version: int, body: dict, now_ms: int) -> ControllerResult:
@@ -237,7 +213,7 @@ class QuorumController:
                                 error_response(api, body, ErrorCode.NOT_CONTROLLER))
         txn = self._new_txn()
         try:
-            response = handler(self, txn, version, body, now_ms)
+            response = handler(self._context, txn, version, body, now_ms)
         except ApiError as e:
             txn = self._new_txn()  # a top-level error writes nothing of its own
             response = error_response(api, body, e.code, e.message)
@@ -257,9 +233,8 @@ class QuorumController:
         if not self._active:
             return self._result(Txn(self._working, self._next_offset), None)
         txn = self._new_txn()
-        for broker_id in self._working.brokers:
-            self._last_contact_ms.setdefault(broker_id, now_ms)  # a fresh session after failover
-        cluster.expire_sessions(self, txn, now_ms)
+        self.sessions.start(self._working.brokers, now_ms)  # a fresh session after failover
+        cluster.expire_sessions(self._context, txn, now_ms)
         if self.config.auto_leader_rebalance_enable:
             if self._last_rebalance_ms is None:
                 self._last_rebalance_ms = now_ms
