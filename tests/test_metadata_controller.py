@@ -388,8 +388,20 @@ def test_snapshot_policy():
     assert not policy.due(60_002) and policy.due(60_003)
     policy.taken(11, 60_003)
     assert not policy.due(10**9)  # nothing new: no snapshot however long it has been
+    assert policy.snapshot_end == 11
+    policy.loaded(8)  # an older snapshot (a follower's first load) does not move it back
+    assert policy.snapshot_end == 11
     defaults = SnapshotPolicy()
     assert (defaults.max_bytes_between_snapshots, defaults.max_interval_ms) == (20 * 1024 * 1024, 3_600_000)
+
+
+def test_snapshot_interval_zero_disables_the_time_trigger():
+    # metadata.log.max.snapshot.interval.ms=0, as in Kafka: only the byte count triggers
+    policy = SnapshotPolicy(max_bytes_between_snapshots=1000, max_interval_ms=0)
+    policy.committed(1, 0)
+    assert not policy.due(10**9)
+    policy.committed(999, 1)
+    assert policy.due(2)
 
 
 # ---------------------------------------------------------------------------------------
