@@ -186,7 +186,10 @@ class Node:
                     config["metadata.log.max.snapshot.interval.ms"]))
                 listeners.append(self.controller)
             if config.is_broker:
-                self.metadata = MetadataListener()
+                # combined: the broker takes the image the controller built of each batch (it
+                # comes first in the FanOutListener) instead of building an equal one
+                self.metadata = MetadataListener(
+                    controller_image=(lambda: qc.image) if config.is_controller else None)
                 listeners.append(self.metadata)
             storage = RaftStorage(config.metadata_log_dir, segment_bytes=config["metadata.log.segment.bytes"])
             if config.is_controller and config["controller.quorum.engine"] == "pysyncobj":

@@ -15,7 +15,10 @@ from ``next_offset``: a broker epoch is the offset of its registration record), 
 response to send once ``commit_offset`` has committed.
 
 When the committed records are this controller's own pending ones, the working image is
-already right.  Anything else (a leadership change, records the controller did not write,
+already right, and the committed image becomes the image those records led to when the
+controller wrote them (each pending batch keeps it): the same object, not a second copy
+built by replaying them again, so once nothing is pending the two images are one.  Anything
+else (a leadership change, records the controller did not write,
 an offset that is not the one it expected) rebuilds the working image from the committed
 one; losing leadership drops every pending record and the soft state (heartbeat times).
 
@@ -30,7 +33,7 @@ The interface the Raft layer drives::
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from random import Random
 from typing import Sequence
 
@@ -75,6 +78,7 @@ class _Pending:
     base_offset: int
     last_offset: int
     records: tuple[MetadataRecord, ...]
+    image: MetadataImage  # the committed image once these records commit
 
 
 class QuorumController:
@@ -165,6 +169,9 @@ class QuorumController:
         """Apply a committed batch whose last record is at ``last_offset``."""
         if last_offset <= self._committed.offset:
             return  # already applied (a replay after a snapshot load, say)
+        if self._active and records and self._is_next_pending(records, last_offset):
+            self._committed = self._pending.popleft().image  # ours, as expected
+            return
         self._committed = apply_records(self._committed, records, last_offset)
         if not self._active:
             self._working = self._committed
@@ -175,18 +182,19 @@ class QuorumController:
             self._working = self._committed
             self._next_offset = max(self._next_offset, last_offset + 1)
             return
-        first = last_offset - len(records) + 1
-        if self._pending and self._pending[0].base_offset == first \
-                and self._pending[0].last_offset == last_offset \
-                and list(self._pending[0].records) == list(records):
-            self._pending.popleft()  # ours, as expected: the working image already has it
-            return
         if (self._pending and self._pending[0].base_offset <= last_offset) or last_offset >= self._next_offset:
             # something else was committed where we meant to write: we are not the leader
             # we think we are
             self.resign()
             return
         self._rebuild_working()  # records from before our time (a previous leader's)
+
+    def _is_next_pending(self, records: Sequence[MetadataRecord], last_offset: int) -> bool:
+        if not self._pending:
+            return False
+        p = self._pending[0]
+        return p.base_offset == last_offset - len(records) + 1 and p.last_offset == last_offset \
+            and list(p.records) == list(records)
 
     def load_snapshot(self, records: Sequence[MetadataRecord], last_offset: int) -> None:
         """Replace the committed image with a snapshot ending at ``last_offset``."""
@@ -197,8 +205,9 @@ class QuorumController:
 
     def _rebuild_working(self) -> None:
         image = self._committed
-        for p in self._pending:
+        for i, p in enumerate(self._pending):
             image = apply_records(image, p.records, p.last_offset)
+            self._pending[i] = replace(p, image=image)
         self._working = image
 
     # -- requests and time
@@ -261,7 +270,7 @@ class QuorumController:
         base = self._next_offset
         last = base + len(txn.records) - 1
         records = tuple(txn.records)
-        self._pending.append(_Pending(base, last, records))
         self._working = txn.image
+        self._pending.append(_Pending(base, last, records, self._working))
         self._next_offset = last + 1
         return ControllerResult(records, response, base, last)
