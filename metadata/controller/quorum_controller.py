@@ -17,10 +17,13 @@ response to send once ``commit_offset`` has committed.
 When the committed records are this controller's own pending ones, the working image is
 already right, and the committed image becomes the image those records led to when the
 controller wrote them (each pending batch keeps it): the same object, not a second copy
-built by replaying them again, so once nothing is pending the two images are one.  Anything
-else (a leadership change, records the controller did not write,
-an offset that is not the one it expected) rebuilds the working image from the committed
-one; losing leadership drops every pending record and the soft state (heartbeat times).
+built by replaying them again, so once nothing is pending the two images are one.
+Anything else (a leadership change, records the controller did not write, an offset that
+is not the one it expected) rebuilds the working image from the committed one; losing
+leadership drops every pending record and the soft state (``BrokerSessions``).
+
+Request handlers (``HANDLERS``, a module per area) get a ``ControllerContext`` (settings,
+random source, broker sessions) and a ``Txn`` over the working image, never the controller.
 
 The interface the Raft layer drives::
 
