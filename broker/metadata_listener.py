@@ -4,6 +4,12 @@ The broker follows ``__cluster_metadata`` as a Raft observer; this listener turn
 batches into successive immutable ``MetadataImage``s and tells subscribers (the replica
 manager, the lifecycle manager) about each new image together with the previous one, so
 they can work out what changed (which partitions this broker now leads or follows).
+
+In a combined node (controller and broker in one process) the controller has just built the
+image of the same committed batch (``FanOutListener`` calls it first): the listener takes
+that image instead of building an equal one, so the process holds the metadata once.
+Images are immutable, so sharing one is safe; the listener builds its own whenever the
+controller's is not at the batch's offset (the controller skips what it already has).
 """
 
 from __future__ import annotations
@@ -26,8 +32,10 @@ ImageSubscriber = Callable[[MetadataImage, MetadataImage], None]
 
 
 class MetadataListener:
-    def __init__(self):
+    def __init__(self, controller_image: Callable[[], MetadataImage] | None = None):
+        """``controller_image``: in a combined node, the controller's committed image."""
         self.image: MetadataImage = EMPTY_IMAGE
+        self._controller_image = controller_image
         self.leader = LeaderAndEpoch(-1, -1)
         self.subscribers: list[ImageSubscriber] = []
         self.leader_subscribers: list[Callable[[LeaderAndEpoch], None]] = []
@@ -40,10 +48,16 @@ class MetadataListener:
     # -- RaftListener -------------------------------------------------------------------
 
     def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, records: list[bytes]) -> None:
-        image = image_from_records(serde.decode_all(records), snapshot_id.offset - 1)
+        image = self._shared(snapshot_id.offset - 1)
+        if image is None:
+            image = image_from_records(serde.decode_all(records), snapshot_id.offset - 1)
         self._publish(image)
 
     def handle_commit(self, batch: Batch) -> None:
+        shared = self._shared(batch.last_offset)
+        if shared is not None:
+            self._publish(shared)
+            return
         if batch.control:
             self._publish(_at_offset(self.image, batch.last_offset))
             return
@@ -57,6 +71,13 @@ class MetadataListener:
         for callback in self.leader_subscribers:
             callback(leader)
         self._wake()
+
+    def _shared(self, offset: int) -> MetadataImage | None:
+        """The controller's image, when it is the image of the log up to ``offset``."""
+        if self._controller_image is None:
+            return None
+        image = self._controller_image()
+        return image if image.offset == offset else None
 
     # -- waiting ------------------------------------------------------------------------
 

@@ -46,6 +46,7 @@ from kraft.storage import read_bootstrap_records
 from kraft.trio_run import run_trio
 from metadata.controller import ControllerConfig, QuorumController
 from metadata.controller_server import ControllerServer
+from metadata.snapshot import SnapshotPolicy
 
 log = logging.getLogger("kraft.node")
 
@@ -180,13 +181,15 @@ class Node:
             if config.is_controller:
                 qc = QuorumController(controller_config(config, self.cluster_id),
                                       bootstrap=read_bootstrap_records(config))
-                self.controller = ControllerServer(
-                    config.node_id, qc,
-                    snapshot_bytes=config["metadata.log.max.record.bytes.between.snapshots"],
-                    snapshot_interval_ms=config["metadata.log.max.snapshot.interval.ms"])
+                self.controller = ControllerServer(config.node_id, qc, snapshots=SnapshotPolicy(
+                    config["metadata.log.max.record.bytes.between.snapshots"],
+                    config["metadata.log.max.snapshot.interval.ms"]))
                 listeners.append(self.controller)
             if config.is_broker:
-                self.metadata = MetadataListener()
+                # combined: the broker takes the image the controller built of each batch (it
+                # comes first in the FanOutListener) instead of building an equal one
+                self.metadata = MetadataListener(
+                    controller_image=(lambda: qc.image) if config.is_controller else None)
                 listeners.append(self.metadata)
             storage = RaftStorage(config.metadata_log_dir, segment_bytes=config["metadata.log.segment.bytes"])
             if config.is_controller and config["controller.quorum.engine"] == "pysyncobj":

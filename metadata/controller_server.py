@@ -25,25 +25,22 @@ from kraft.raft.node import NotLeaderError
 from metadata import serde
 from metadata.controller import HANDLERS, ControllerResult, QuorumController
 from metadata.controller.common import error_response
+from metadata.snapshot import SnapshotPolicy
 
 log = logging.getLogger(__name__)
 
 
 class ControllerServer:
     def __init__(self, node_id: int, controller: QuorumController, *, tick_interval_s: float = 0.1,
-                 snapshot_bytes: int = 20 << 20, snapshot_interval_ms: int = 3_600_000):
+                 snapshots: SnapshotPolicy | None = None):
         self.node_id = node_id
         self.controller = controller
         self.driver = None  # set by the node before the Raft driver starts
         self.tick_interval_s = tick_interval_s
-        self.snapshot_bytes = snapshot_bytes
-        self.snapshot_interval_ms = snapshot_interval_ms
+        self.snapshots = snapshots if snapshots is not None else SnapshotPolicy()
         self._activate_at: tuple[int, int] | None = None  # (epoch, end offset to reach)
         self._applied_end = 0
         self._leadership = trio.Event()  # replaced at every leadership change
-        self._bytes_since_snapshot = 0
-        self._last_snapshot_ms = clock.monotonic_ms()
-        self._snapshot_end = 0
         self.metadata_errors = 0  # MetadataErrorCount: records that landed where we did not count
 
     # ------------------------------------------------------------------ RaftListener
@@ -51,13 +48,13 @@ class ControllerServer:
     def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, records: list[bytes]) -> None:
         self.controller.load_snapshot(serde.decode_all(records), snapshot_id.offset - 1)
         self._applied_end = snapshot_id.offset
-        self._snapshot_end = snapshot_id.offset
+        self.snapshots.loaded(snapshot_id.offset)
 
     def handle_commit(self, batch: Batch) -> None:
         records = [] if batch.control else serde.decode_all(batch.records)
         self.controller.replay(records, batch.last_offset)
         self._applied_end = batch.end_offset
-        self._bytes_since_snapshot += sum(len(r) for r in batch.records)
+        self.snapshots.committed(sum(len(r) for r in batch.records), clock.monotonic_ms())
         self._maybe_activate()
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
@@ -148,19 +145,15 @@ class ControllerServer:
                 self._maybe_snapshot()
 
     def _maybe_snapshot(self) -> None:
-        due = (self._bytes_since_snapshot >= self.snapshot_bytes
-               or (self._bytes_since_snapshot > 0
-                   and clock.monotonic_ms() - self._last_snapshot_ms >= self.snapshot_interval_ms))
         image = self.controller.image
         end = image.offset + 1
-        if not due or end <= self._snapshot_end or end > self.driver.committed_offset:
+        if not self.snapshots.due(clock.monotonic_ms()) or end <= self.snapshots.snapshot_end \
+                or end > self.driver.committed_offset:
             return
         try:
             self.driver.create_snapshot(end, serde.encode_all(image.records()))
         except ValueError as exc:
             log.debug("snapshot at %d not possible yet: %s", end, exc)
             return
-        self._snapshot_end = end
-        self._bytes_since_snapshot = 0
-        self._last_snapshot_ms = clock.monotonic_ms()
+        self.snapshots.taken(end, clock.monotonic_ms())
         log.info("controller %d: snapshot at offset %d", self.node_id, end)

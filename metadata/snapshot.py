@@ -2,8 +2,10 @@
 
 A snapshot is due once ``metadata.log.max.record.bytes.between.snapshots`` bytes of
 records have been committed since the last one, or once
-``metadata.log.max.snapshot.interval.ms`` has passed since it and at least one record
-has been committed.  Writing it is the caller's job: ``image.records()`` are its records.
+``metadata.log.max.snapshot.interval.ms`` (0: never by time, as in Kafka) has passed since it
+and at least one record has been committed.  Writing it is the caller's job
+(``ControllerServer``): ``image.records()`` are its records.  Offsets here are snapshot ids'
+end offsets: a snapshot ending at ``end`` holds the records before ``end``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ class SnapshotPolicy:
     max_interval_ms: int = DEFAULT_MAX_SNAPSHOT_INTERVAL_MS  # 0 disables the time trigger
     bytes_since_snapshot: int = 0
     last_snapshot_ms: int | None = None
-    last_snapshot_offset: int = -1
+    snapshot_end: int = 0  # the end offset of the latest snapshot written or loaded
 
     def committed(self, record_bytes: int, now_ms: int) -> None:
         """Count a committed batch of ``record_bytes`` bytes."""
@@ -38,8 +40,12 @@ class SnapshotPolicy:
             and now_ms - self.last_snapshot_ms >= self.max_interval_ms
         )
 
-    def taken(self, offset: int, now_ms: int) -> None:
-        """A snapshot up to ``offset`` was written."""
+    def loaded(self, end: int) -> None:
+        """A snapshot ending at ``end`` replaced the state (at start, or from the leader)."""
+        self.snapshot_end = max(self.snapshot_end, end)
+
+    def taken(self, end: int, now_ms: int) -> None:
+        """A snapshot ending at ``end`` was written."""
         self.bytes_since_snapshot = 0
         self.last_snapshot_ms = now_ms
-        self.last_snapshot_offset = offset
+        self.snapshot_end = end

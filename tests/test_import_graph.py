@@ -1,6 +1,5 @@
 """No import circles: the project's modules, with every import statement they hold (at
-module level, inside functions, under TYPE_CHECKING), form no cycle but the ones listed in
-REMAINING, which are there to be taken apart and may only shrink.
+module level, inside functions, under TYPE_CHECKING), form no cycle.
 
 An import inside a function hides a circle from Python, not from a reader: the two modules
 still cannot be understood one without the other.  ``from package import submodule`` is an
@@ -17,13 +16,6 @@ from jepsen.checkers.txn_graph import sccs
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("kraft", "broker", "metadata", "cli", "jepsen", "bench")
 
-# Still circles (issue 17): the controller's handlers that take the whole QuorumController.
-REMAINING = [
-    {"metadata.controller.acl_control", "metadata.controller.cluster", "metadata.controller.config_control",
-     "metadata.controller.partitions", "metadata.controller.quorum_controller",
-     "metadata.controller.quota_control", "metadata.controller.reassignment",
-     "metadata.controller.scram_control", "metadata.controller.topics"},
-]
 
 
 def modules() -> dict[str, Path]:
@@ -71,10 +63,9 @@ def test_no_module_imports_itself_back_at_load_time():
     assert cycles(import_graph(modules(), module_level_only=True)) == []
 
 
-def test_no_import_circles_but_the_ones_being_taken_apart():
-    found = cycles(import_graph(modules()))
-    new = [sorted(c) for c in found if not any(c <= known for known in REMAINING)]
-    assert new == [], f"import circles: {new}"
+def test_no_import_circles():
+    found = [sorted(c) for c in cycles(import_graph(modules()))]
+    assert found == [], f"import circles: {found}"
 
 
 def test_the_cycle_finder_finds_a_circle_hidden_in_a_function(tmp_path):

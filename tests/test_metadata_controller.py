@@ -4,6 +4,7 @@ controlled shutdown, AlterPartition, producer ids, pending state and leadership 
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ from test_metadata_helpers import CLUSTER_ID, NODE_ID, Harness, incarnation
 
 from kraft.protocol.error_codes import ErrorCode
 from metadata.controller import ControllerConfig, QuorumController
+from metadata import serde
+from metadata.delta import apply_records
 from metadata.snapshot import SnapshotPolicy
 
 E = ErrorCode
@@ -388,8 +391,20 @@ def test_snapshot_policy():
     assert not policy.due(60_002) and policy.due(60_003)
     policy.taken(11, 60_003)
     assert not policy.due(10**9)  # nothing new: no snapshot however long it has been
+    assert policy.snapshot_end == 11
+    policy.loaded(8)  # an older snapshot (a follower's first load) does not move it back
+    assert policy.snapshot_end == 11
     defaults = SnapshotPolicy()
     assert (defaults.max_bytes_between_snapshots, defaults.max_interval_ms) == (20 * 1024 * 1024, 3_600_000)
+
+
+def test_snapshot_interval_zero_disables_the_time_trigger():
+    # metadata.log.max.snapshot.interval.ms=0, as in Kafka: only the byte count triggers
+    policy = SnapshotPolicy(max_bytes_between_snapshots=1000, max_interval_ms=0)
+    policy.committed(1, 0)
+    assert not policy.due(10**9)
+    policy.committed(999, 1)
+    assert policy.due(2)
 
 
 # ---------------------------------------------------------------------------------------
@@ -442,6 +457,25 @@ def test_standby_follows_the_log():
     for base, values in h.batches:
         standby.replay(serde.decode_all(values), base + len(values) - 1)
     assert standby.image == h.ctl.image == standby.working_image
+    # the active controller's own records committed: its committed image is the one it built
+    # when writing them, not a second copy
+    assert h.ctl.image is h.ctl.working_image
+
+
+def test_committed_image_follows_our_records_as_they_commit_one_batch_at_a_time():
+    h = Harness()
+    h.add_brokers({1: None})
+    for name in ("a", "b", "c"):
+        h.send("CreateTopics", {"topics": [{"name": name, "num_partitions": 2, "replication_factor": 1}]},
+               commit=False)
+    replayed = h.ctl.image
+    while h.committed < len(h.batches):
+        base, values = h.batches[h.committed]
+        h.ctl.replay(serde.decode_all(values), base + len(values) - 1)
+        h.committed += 1
+        replayed = apply_records(replayed, serde.decode_all(values), base + len(values) - 1)
+        assert h.ctl.image == replayed
+    assert h.ctl.image is h.ctl.working_image and h.ctl.pending_offsets == []
 
 
 def test_commits_of_records_we_did_not_write_rebuild_the_working_image():
@@ -452,8 +486,8 @@ def test_commits_of_records_we_did_not_write_rebuild_the_working_image():
     from metadata.serde import make
     ours_base = h.batches[h.committed][0]
     ctl = h.ctl
-    ctl._pending[0] = type(ctl._pending[0])(ours_base + 1, ctl._pending[0].last_offset + 1,
-                                            ctl._pending[0].records)
+    ctl._pending[0] = replace(ctl._pending[0], base_offset=ours_base + 1,
+                              last_offset=ctl._pending[0].last_offset + 1)
     ctl._next_offset += 1
     foreign = [make("ConfigRecord", resource_type=4, resource_name="", name="min.insync.replicas", value="2")]
     ctl.replay(foreign, ours_base)

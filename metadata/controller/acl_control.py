@@ -12,18 +12,16 @@ the broker authorizes at all (SECURITY_DISABLED) is the broker's to check before
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from random import Random
 
 from kraft.protocol.error_codes import ErrorCode
 from kraft.security.authorizer import AclBinding, AclError, AclFilter
-from metadata.controller.common import Txn
+from metadata.controller.common import ControllerContext, Txn
+from metadata.image import MetadataImage
 from metadata.serde import make
 
-if TYPE_CHECKING:
-    from metadata.controller.quorum_controller import QuorumController
 
-
-def create_acls(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_ms: int) -> dict:
+def create_acls(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:
     results = []
     for c in req["creations"]:
         acl = AclBinding.of(c["resource_type"], c["resource_name"], c.get("resource_pattern_type", 3),
@@ -34,14 +32,14 @@ def create_acls(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_
             results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(exc)})
             continue
         if acl not in txn.image.acls.values():
-            txn.add(make("AccessControlEntryRecord", id=_new_id(ctl, txn), resource_type=acl.resource_type,
+            txn.add(make("AccessControlEntryRecord", id=_new_id(ctx.rng, txn.image), resource_type=acl.resource_type,
                          resource_name=acl.resource_name, pattern_type=acl.pattern_type, principal=acl.principal,
                          host=acl.host, operation=acl.operation, permission_type=acl.permission))
         results.append({"error_code": 0, "error_message": None})
     return {"throttle_time_ms": 0, "results": results}
 
 
-def delete_acls(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_ms: int) -> dict:
+def delete_acls(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:
     results = []
     removed: set[uuid.UUID] = set()
     for f in req["filters"]:
@@ -63,7 +61,7 @@ def delete_acls(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_
     return {"throttle_time_ms": 0, "filter_results": results}
 
 
-def describe_acls(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_ms: int) -> dict:
+def describe_acls(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:
     flt = filter_of(req, prefix="_filter")
     try:
         flt.validate()
@@ -102,8 +100,8 @@ def _entry_key(acl: AclBinding):
     return acl.principal, acl.host, int(acl.operation), int(acl.permission)
 
 
-def _new_id(ctl: "QuorumController", txn: Txn) -> uuid.UUID:
+def _new_id(rng: Random, image: MetadataImage) -> uuid.UUID:
     while True:
-        acl_id = uuid.UUID(int=ctl.rng.getrandbits(128), version=4)
-        if acl_id not in txn.image.acls:
+        acl_id = uuid.UUID(int=rng.getrandbits(128), version=4)
+        if acl_id not in image.acls:
             return acl_id

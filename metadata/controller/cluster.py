@@ -25,16 +25,11 @@ clients find the new leaders before the old one goes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kraft.protocol.error_codes import ErrorCode
-from metadata.controller.common import ApiError, Txn
+from metadata.controller.common import ApiError, ControllerContext, Txn
 from metadata.controller.elections import broker_leaving, elect_leaderless, partitions_led_by
 from metadata.image import BrokerRegistration, ControllerRegistration, Endpoint, FeatureRange
 from metadata.serde import make
-
-if TYPE_CHECKING:
-    from metadata.controller.quorum_controller import QuorumController
 
 
 def check_broker_epoch(txn: Txn, broker_id: int, epoch: int) -> BrokerRegistration:
@@ -50,8 +45,8 @@ def check_broker_epoch(txn: Txn, broker_id: int, epoch: int) -> BrokerRegistrati
     return b
 
 
-def register_broker(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_ms: int) -> dict:
-    cfg = ctl.config
+def register_broker(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:
+    cfg = ctx.config
     if req["cluster_id"] != cfg.cluster_id:
         raise ApiError(ErrorCode.INCONSISTENT_CLUSTER_ID,
                        f"expected cluster id {cfg.cluster_id}, got {req['cluster_id']}")
@@ -59,11 +54,11 @@ def register_broker(ctl: "QuorumController", txn: Txn, version: int, req: dict, 
     _check_metadata_version(txn, req["features"], f"broker {broker_id}")
     existing = txn.image.broker(broker_id)
     if existing is not None and existing.incarnation_id == req["incarnation_id"]:
-        ctl.touch(broker_id, now_ms)  # a retry of a registration we already have
+        ctx.sessions.touch(broker_id, now_ms)  # a retry of a registration we already have
         return {"error_code": 0, "broker_epoch": existing.epoch}
     if existing is not None:
         clean_restart = req["previous_broker_epoch"] == existing.epoch
-        if ctl.has_valid_session(broker_id, now_ms) and not clean_restart:
+        if ctx.sessions.has_valid_session(broker_id, now_ms) and not clean_restart:
             raise ApiError(ErrorCode.DUPLICATE_BROKER_REGISTRATION,
                            f"another broker is registered with id {broker_id}")
         # the old incarnation is gone: it leaves every ISR and its leaderships move
@@ -83,7 +78,7 @@ def register_broker(ctl: "QuorumController", txn: Txn, version: int, req: dict, 
         is_migrating_zk_broker=bool(req["is_migrating_zk_broker"]),
     )
     txn.add(reg.to_record())
-    ctl.touch(broker_id, now_ms)
+    ctx.sessions.touch(broker_id, now_ms)
     return {"error_code": 0, "broker_epoch": epoch}
 
 
@@ -98,7 +93,7 @@ def _check_metadata_version(txn: Txn, features: list[dict], who: str) -> None:
                            f"{f['max_supported_version']}, the cluster is at {level}")
 
 
-def register_controller(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_ms: int) -> dict:
+def register_controller(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:
     _check_metadata_version(txn, req["features"], f"controller {req['controller_id']}")
     reg = ControllerRegistration(
         id=req["controller_id"],
@@ -114,11 +109,11 @@ def register_controller(ctl: "QuorumController", txn: Txn, version: int, req: di
     return {"error_code": 0, "error_message": None}
 
 
-def broker_heartbeat(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_ms: int) -> dict:
+def broker_heartbeat(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:
     broker_id = req["broker_id"]
     b = check_broker_epoch(txn, broker_id, req["broker_epoch"])
-    ctl.touch(broker_id, now_ms, req["current_metadata_offset"])
-    unclean = ctl.config.unclean_leader_election_enable
+    ctx.sessions.touch(broker_id, now_ms, req["current_metadata_offset"])
+    unclean = ctx.config.unclean_leader_election_enable
     caught_up = req["current_metadata_offset"] >= b.epoch
     # kraft brokers host one log directory: when it is offline, so is every replica of the
     # broker, which then leaves every ISR and leadership as if fenced.
@@ -138,11 +133,13 @@ def broker_heartbeat(ctl: "QuorumController", txn: Txn, version: int, req: dict,
             txn.add(make("BrokerRegistrationChangeRecord", broker_id=broker_id, broker_epoch=b.epoch,
                          in_controlled_shutdown=1))
         txn.add(*broker_leaving(txn.image, broker_id, unclean))
+        sessions = ctx.sessions
         if len(txn.records) > before:
-            ctl.controlled_shutdown_offset[broker_id] = txn.next_offset - 1
+            sessions.controlled_shutdown_offset[broker_id] = txn.next_offset - 1
         # It may go once it leads nothing and every active broker has seen the moves.
+        others = [b.id for b in txn.image.active_brokers() if b.id != broker_id]
         if partitions_led_by(txn.image, broker_id) == 0 \
-                and ctl.lowest_active_offset(txn.image, broker_id) >= ctl.controlled_shutdown_offset.get(broker_id, -1):
+                and sessions.lowest_metadata_offset(others) >= sessions.controlled_shutdown_offset.get(broker_id, -1):
             should_shut_down = True
             fence(txn, txn.image.broker(broker_id), unclean)
     now = txn.image.broker(broker_id)
@@ -160,32 +157,32 @@ def fence(txn: Txn, b: BrokerRegistration, unclean: bool) -> None:
     txn.add(make("FenceBrokerRecord", id=b.id, epoch=b.epoch))
 
 
-def unregister_broker(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_ms: int) -> dict:
+def unregister_broker(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:
     broker_id = req["broker_id"]
     b = txn.image.broker(broker_id)
     if b is None:
         raise ApiError(ErrorCode.BROKER_ID_NOT_REGISTERED, f"broker {broker_id} is not registered")
-    txn.add(*broker_leaving(txn.image, broker_id, ctl.config.unclean_leader_election_enable))
+    txn.add(*broker_leaving(txn.image, broker_id, ctx.config.unclean_leader_election_enable))
     txn.add(make("UnregisterBrokerRecord", broker_id=broker_id, broker_epoch=b.epoch))
-    ctl.forget(broker_id)
+    ctx.sessions.forget(broker_id)
     return {"error_code": 0, "error_message": None}
 
 
-def allocate_producer_ids(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_ms: int) -> dict:
+def allocate_producer_ids(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:
     b = check_broker_epoch(txn, req["broker_id"], req["broker_epoch"])
     start = txn.image.next_producer_id
-    size = ctl.config.producer_id_block_size
+    size = ctx.config.producer_id_block_size
     if start > (1 << 63) - 1 - size:
         raise ApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "producer ids are exhausted")
     txn.add(make("ProducerIdsRecord", broker_id=b.id, broker_epoch=b.epoch, next_producer_id=start + size))
     return {"error_code": 0, "producer_id_start": start, "producer_id_len": size}
 
 
-def expire_sessions(ctl: "QuorumController", txn: Txn, now_ms: int) -> None:
+def expire_sessions(ctx: ControllerContext, txn: Txn, now_ms: int) -> None:
     """Fence every unfenced broker whose session has run out."""
     for broker_id in sorted(txn.image.brokers):
         b = txn.image.broker(broker_id)
         if b.fenced:
             continue
-        if not ctl.has_valid_session(broker_id, now_ms):
-            fence(txn, b, ctl.config.unclean_leader_election_enable)
+        if not ctx.sessions.has_valid_session(broker_id, now_ms):
+            fence(txn, b, ctx.config.unclean_leader_election_enable)

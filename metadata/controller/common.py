@@ -1,11 +1,14 @@
-"""Shared pieces of the controller: its configuration, results, errors and transactions."""
+"""Shared pieces of the controller: its configuration, what a request handler is given (its
+context and transaction), results and errors."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from random import Random
+from typing import Callable, Mapping
 
 from kraft.protocol.error_codes import ErrorCode
+from metadata.controller.sessions import BrokerSessions
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.serde import MetadataRecord
@@ -55,6 +58,18 @@ class ControllerConfig:
                 "leader.imbalance.check.interval.seconds", lambda v: int(v) * 1000, 300_000),
             leader_imbalance_per_broker_percentage=get("leader.imbalance.per.broker.percentage", int, 10),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerContext:
+    """What a request handler uses besides the request and its ``Txn`` (which holds the
+    working image and the records being written): the settings, the random source of new
+    ids and placements, and the brokers' sessions.  The QuorumController owns them and hands
+    every handler the same context, so a handler never sees the controller itself."""
+
+    config: ControllerConfig
+    rng: Random
+    sessions: BrokerSessions
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +132,11 @@ class Txn:
         if self._image is None:
             self._image = self._delta.apply(self.next_offset - 1)
         return self._image
+
+
+# A request handler: (context, transaction, API version, decoded request, time) -> response.
+# It adds its records to the transaction; an ApiError fails the whole request.
+Handler = Callable[[ControllerContext, Txn, int, dict, int], dict]
 
 
 def error_response(api: str, body: dict, code: ErrorCode, message: str | None = None) -> dict:

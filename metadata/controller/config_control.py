@@ -11,21 +11,16 @@ just made, whose key would then survive the replace).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kraft.protocol.error_codes import ErrorCode
 from metadata.controller import configs as cfgs
-from metadata.controller.common import ApiError, Txn
+from metadata.controller.common import ApiError, ControllerContext, Txn
 from metadata.image import ConfigResourceType, MetadataImage
 from metadata.serde import make
-
-if TYPE_CHECKING:
-    from metadata.controller.quorum_controller import QuorumController
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def incremental_alter_configs(ctl: "QuorumController", txn: Txn, version: int, req: dict,
+def incremental_alter_configs(ctx: ControllerContext, txn: Txn, version: int, req: dict,
                               now_ms: int) -> dict:
     keys = [(r["resource_type"], r["resource_name"]) for r in req["resources"]]
     out = []
@@ -45,7 +40,7 @@ def incremental_alter_configs(ctl: "QuorumController", txn: Txn, version: int, r
     return {"throttle_time_ms": 0, "responses": out}
 
 
-def alter_configs(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_ms: int) -> dict:
+def alter_configs(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:
     resources = []
     for r in req["resources"]:
         given = [{"name": c["name"], "config_operation": SET, "value": c["value"]} for c in r["configs"]]
@@ -53,7 +48,7 @@ def alter_configs(ctl: "QuorumController", txn: Txn, version: int, req: dict, no
         current = txn.image.config(r["resource_type"], r["resource_name"])
         dropped = [{"name": k, "config_operation": DELETE, "value": None} for k in sorted(current) if k not in named]
         resources.append({**r, "configs": given + dropped})
-    return incremental_alter_configs(ctl, txn, version, {**req, "resources": resources}, now_ms)
+    return incremental_alter_configs(ctx, txn, version, {**req, "resources": resources}, now_ms)
 
 
 def _table_for(image: MetadataImage, resource_type: int, name: str) -> dict:

@@ -12,24 +12,19 @@ OPERATION_NOT_ATTEMPTED before v2).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kraft.protocol.error_codes import ErrorCode
 from metadata.controller.cluster import check_broker_epoch
 from metadata.controller import reassignment
-from metadata.controller.common import ApiError, Txn
+from metadata.controller.common import ApiError, ControllerContext, Txn
 from metadata.controller.elections import change_partition, preferred_election
 from metadata.image import NO_LEADER, LeaderRecoveryState
-
-if TYPE_CHECKING:
-    from metadata.controller.quorum_controller import QuorumController
 
 
 # ---------------------------------------------------------------------------------------
 # AlterPartition
 
 
-def alter_partition(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_ms: int) -> dict:
+def alter_partition(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:
     broker_id = req["broker_id"]
     check_broker_epoch(txn, broker_id, req["broker_epoch"])
     topics_out = []
@@ -43,7 +38,7 @@ def alter_partition(ctl: "QuorumController", txn: Txn, version: int, req: dict, 
                 if topic is None:
                     raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID if version >= 2
                                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                _alter_one(ctl, txn, version, broker_id, topic.id, index, p)
+                _alter_one(txn, version, broker_id, topic.id, index, p)
                 part = txn.image.partition(topic.id, index)
                 parts_out.append({
                     "partition_index": index, "error_code": 0, "leader_id": part.leader,
@@ -56,7 +51,7 @@ def alter_partition(ctl: "QuorumController", txn: Txn, version: int, req: dict, 
     return {"throttle_time_ms": 0, "error_code": 0, "topics": topics_out}
 
 
-def _alter_one(ctl, txn: Txn, version: int, broker_id: int, topic_id, index: int, p: dict) -> None:
+def _alter_one(txn: Txn, version: int, broker_id: int, topic_id, index: int, p: dict) -> None:
     part = txn.image.partition(topic_id, index)
     if part is None:
         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -106,7 +101,7 @@ def _alter_one(ctl, txn: Txn, version: int, broker_id: int, topic_id, index: int
 PREFERRED, UNCLEAN = 0, 1
 
 
-def elect_leaders(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_ms: int) -> dict:
+def elect_leaders(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:
     election = req["election_type"]
     if election not in (PREFERRED, UNCLEAN):
         raise ApiError(ErrorCode.INVALID_REQUEST, f"unknown election type {election}")

@@ -15,9 +15,15 @@ from ``next_offset``: a broker epoch is the offset of its registration record), 
 response to send once ``commit_offset`` has committed.
 
 When the committed records are this controller's own pending ones, the working image is
-already right.  Anything else (a leadership change, records the controller did not write,
-an offset that is not the one it expected) rebuilds the working image from the committed
-one; losing leadership drops every pending record and the soft state (heartbeat times).
+already right, and the committed image becomes the image those records led to when the
+controller wrote them (each pending batch keeps it): the same object, not a second copy
+built by replaying them again, so once nothing is pending the two images are one.
+Anything else (a leadership change, records the controller did not write, an offset that
+is not the one it expected) rebuilds the working image from the committed one; losing
+leadership drops every pending record and the soft state (``BrokerSessions``).
+
+Request handlers (``HANDLERS``, a module per area) get a ``ControllerContext`` (settings,
+random source, broker sessions) and a ``Txn`` over the working image, never the controller.
 
 The interface the Raft layer drives::
 
@@ -30,20 +36,20 @@ The interface the Raft layer drives::
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from random import Random
-from typing import Callable, Sequence
+from typing import Sequence
 
 from kraft.protocol.error_codes import ErrorCode
 from metadata.controller import (acl_control, cluster, config_control, partitions, quota_control, reassignment,
                                  scram_control, topics)
 from metadata.controller.elections import elect_unclean_leaders, rebalance_leaders
-from metadata.controller.common import ApiError, ControllerConfig, ControllerResult, Txn, error_response
+from metadata.controller.common import (ApiError, ControllerConfig, ControllerContext, ControllerResult, Handler, Txn,
+                                       error_response)
+from metadata.controller.sessions import BrokerSessions
 from metadata.delta import apply_records, image_from_records
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.serde import MetadataRecord, make
-
-Handler = Callable[["QuorumController", Txn, int, dict, int], dict]
 
 HANDLERS: dict[str, Handler] = {
     "BrokerRegistration": cluster.register_broker,
@@ -75,6 +81,7 @@ class _Pending:
     base_offset: int
     last_offset: int
     records: tuple[MetadataRecord, ...]
+    image: MetadataImage  # the committed image once these records commit
 
 
 class QuorumController:
@@ -95,9 +102,8 @@ class QuorumController:
         self.leader_id: int | None = None
         self.epoch = -1
         self._next_offset = 0
-        self._last_contact_ms: dict[int, int] = {}
-        self._metadata_offsets: dict[int, int] = {}  # last reported by each broker
-        self.controlled_shutdown_offset: dict[int, int] = {}  # where its leaderships moved
+        self.sessions = BrokerSessions(config.broker_session_timeout_ms)
+        self._context = ControllerContext(config, self.rng, self.sessions)  # what handlers get
         self._last_noop_ms: int | None = None
         self._last_rebalance_ms: int | None = None
         self._last_unclean_check_ms: int | None = None
@@ -153,9 +159,7 @@ class QuorumController:
         self._clear_soft_state()
 
     def _clear_soft_state(self) -> None:
-        self._last_contact_ms.clear()
-        self._metadata_offsets.clear()
-        self.controlled_shutdown_offset.clear()
+        self.sessions.clear()
         self._last_noop_ms = None
         self._last_rebalance_ms = None
         self._last_unclean_check_ms = None
@@ -168,6 +172,9 @@ class QuorumController:
         """Apply a committed batch whose last record is at ``last_offset``."""
         if last_offset <= self._committed.offset:
             return  # already applied (a replay after a snapshot load, say)
+        if self._active and records and self._is_next_pending(records, last_offset):
+            self._committed = self._pending.popleft().image  # ours, as expected
+            return
         self._committed = apply_records(self._committed, records, last_offset)
         if not self._active:
             self._working = self._committed
@@ -178,18 +185,19 @@ class QuorumController:
             self._working = self._committed
             self._next_offset = max(self._next_offset, last_offset + 1)
             return
-        first = last_offset - len(records) + 1
-        if self._pending and self._pending[0].base_offset == first \
-                and self._pending[0].last_offset == last_offset \
-                and list(self._pending[0].records) == list(records):
-            self._pending.popleft()  # ours, as expected: the working image already has it
-            return
         if (self._pending and self._pending[0].base_offset <= last_offset) or last_offset >= self._next_offset:
             # something else was committed where we meant to write: we are not the leader
             # we think we are
             self.resign()
             return
         self._rebuild_working()  # records from before our time (a previous leader's)
+
+    def _is_next_pending(self, records: Sequence[MetadataRecord], last_offset: int) -> bool:
+        if not self._pending:
+            return False
+        p = self._pending[0]
+        return p.base_offset == last_offset - len(records) + 1 and p.last_offset == last_offset \
+            and list(p.records) == list(records)
 
     def load_snapshot(self, records: Sequence[MetadataRecord], last_offset: int) -> None:
         """Replace the committed image with a snapshot ending at ``last_offset``."""
@@ -200,30 +208,10 @@ class QuorumController:
 
     def _rebuild_working(self) -> None:
         image = self._committed
-        for p in self._pending:
+        for i, p in enumerate(self._pending):
             image = apply_records(image, p.records, p.last_offset)
+            self._pending[i] = replace(p, image=image)
         self._working = image
-
-    # -- soft state
-
-    def touch(self, broker_id: int, now_ms: int, metadata_offset: int | None = None) -> None:
-        self._last_contact_ms[broker_id] = now_ms
-        if metadata_offset is not None:
-            self._metadata_offsets[broker_id] = metadata_offset
-
-    def forget(self, broker_id: int) -> None:
-        self._last_contact_ms.pop(broker_id, None)
-        self._metadata_offsets.pop(broker_id, None)
-        self.controlled_shutdown_offset.pop(broker_id, None)
-
-    def lowest_active_offset(self, image: MetadataImage, except_broker: int) -> int:
-        """The lowest metadata offset reported by an active broker (other than one)."""
-        offsets = [self._metadata_offsets.get(b.id, -1) for b in image.active_brokers() if b.id != except_broker]
-        return min(offsets, default=1 << 63)
-
-    def has_valid_session(self, broker_id: int, now_ms: int) -> bool:
-        last = self._last_contact_ms.get(broker_id)
-        return last is not None and now_ms - last < self.config.broker_session_timeout_ms
 
     # -- requests and time
 
@@ -237,7 +225,7 @@ class QuorumController:
                                 error_response(api, body, ErrorCode.NOT_CONTROLLER))
         txn = self._new_txn()
         try:
-            response = handler(self, txn, version, body, now_ms)
+            response = handler(self._context, txn, version, body, now_ms)
         except ApiError as e:
             txn = self._new_txn()  # a top-level error writes nothing of its own
             response = error_response(api, body, e.code, e.message)
@@ -257,9 +245,8 @@ class QuorumController:
         if not self._active:
             return self._result(Txn(self._working, self._next_offset), None)
         txn = self._new_txn()
-        for broker_id in self._working.brokers:
-            self._last_contact_ms.setdefault(broker_id, now_ms)  # a fresh session after failover
-        cluster.expire_sessions(self, txn, now_ms)
+        self.sessions.start(self._working.brokers, now_ms)  # a fresh session after failover
+        cluster.expire_sessions(self._context, txn, now_ms)
         if self.config.auto_leader_rebalance_enable:
             if self._last_rebalance_ms is None:
                 self._last_rebalance_ms = now_ms
@@ -286,7 +273,7 @@ class QuorumController:
         base = self._next_offset
         last = base + len(txn.records) - 1
         records = tuple(txn.records)
-        self._pending.append(_Pending(base, last, records))
         self._working = txn.image
+        self._pending.append(_Pending(base, last, records, self._working))
         self._next_offset = last + 1
         return ControllerResult(records, response, base, last)

@@ -12,16 +12,12 @@ entities as Kafka's ClientQuotasImage does (exact name, default, any name; stric
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
 
 from kraft.protocol.error_codes import ErrorCode
 from kraft.quotas.entities import CLIENT_ID, CLIENT_KEYS, ENTITY_TYPES, IP, IP_KEYS, USER, sort_key
-from metadata.controller.common import Txn
+from metadata.controller.common import ControllerContext, Txn
 from metadata.delta import quota_entity
 from metadata.serde import make
-
-if TYPE_CHECKING:
-    from metadata.controller.quorum_controller import QuorumController
 
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
@@ -32,7 +28,7 @@ class _Invalid(Exception):
         self.code = code
 
 
-def alter_client_quotas(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_ms: int) -> dict:
+def alter_client_quotas(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:
     seen = Counter(quota_entity(e["entity"]) for e in req["entries"])
     results = []
     for entry in req["entries"]:
@@ -93,7 +89,7 @@ def _alteration(current, entry: dict) -> list:
     return records
 
 
-def describe_client_quotas(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_ms: int) -> dict:
+def describe_client_quotas(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:
     try:
         exact, specified = _filter(req["components"])
     except _Invalid as exc:

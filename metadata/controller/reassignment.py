@@ -19,15 +19,10 @@ replicas and drops the adding ones from the ISR.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kraft.protocol.error_codes import ErrorCode
-from metadata.controller.common import ApiError, Txn
+from metadata.controller.common import ApiError, ControllerContext, Txn
 from metadata.image import NO_LEADER, PartitionRegistration
 from metadata.serde import MetadataRecord, make
-
-if TYPE_CHECKING:
-    from metadata.controller.quorum_controller import QuorumController
 
 
 def original_replicas(part: PartitionRegistration) -> list[int]:
@@ -42,7 +37,7 @@ def is_reassigning(part: PartitionRegistration) -> bool:
     return bool(part.adding_replicas or part.removing_replicas)
 
 
-def alter_partition_reassignments(ctl: "QuorumController", txn: Txn, version: int, req: dict,
+def alter_partition_reassignments(ctx: ControllerContext, txn: Txn, version: int, req: dict,
                                   now_ms: int) -> dict:
     responses = []
     for t in req["topics"]:
@@ -144,7 +139,7 @@ def completion(txn: Txn, topic_id, index: int) -> MetadataRecord | None:
     return _complete(txn.image, topic_id, index, part, target, isr)
 
 
-def list_partition_reassignments(ctl: "QuorumController", txn: Txn, version: int, req: dict,
+def list_partition_reassignments(ctx: ControllerContext, txn: Txn, version: int, req: dict,
                                  now_ms: int) -> dict:
     image = txn.image
     if req["topics"] is None:

@@ -11,18 +11,14 @@ not exist RESOURCE_NOT_FOUND, a user/mechanism named twice DUPLICATE_RESOURCE.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
 
 from kraft.protocol.error_codes import ErrorCode
 from kraft.security.scram import MECHANISMS_BY_TYPE, credential_from_salted
-from metadata.controller.common import Txn
+from metadata.controller.common import ControllerContext, Txn
 from metadata.serde import make
 
-if TYPE_CHECKING:
-    from metadata.controller.quorum_controller import QuorumController
 
-
-def alter_user_scram_credentials(ctl: "QuorumController", txn: Txn, version: int, req: dict,
+def alter_user_scram_credentials(ctx: ControllerContext, txn: Txn, version: int, req: dict,
                                  now_ms: int) -> dict:
     image = txn.image
     named = Counter([(d["name"], d["mechanism"]) for d in req["deletions"]]
@@ -71,7 +67,7 @@ def alter_user_scram_credentials(ctl: "QuorumController", txn: Txn, version: int
     return {"throttle_time_ms": 0, "results": results}
 
 
-def describe_user_scram_credentials(ctl: "QuorumController", txn: Txn, version: int, req: dict,
+def describe_user_scram_credentials(ctx: ControllerContext, txn: Txn, version: int, req: dict,
                                     now_ms: int) -> dict:
     credentials = txn.image.scram_credentials
     by_user: dict[str, list] = {}

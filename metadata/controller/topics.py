@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import TYPE_CHECKING
+from random import Random
 
 from kraft.protocol.error_codes import ErrorCode
 from metadata.controller import configs as cfgs
-from metadata.controller.common import ApiError, Txn
+from metadata.controller.common import ApiError, ControllerContext, Txn
 from metadata.controller.placement import PlacementError, UsableBroker, place
 from metadata.image import (
     ZERO_UUID,
@@ -23,9 +23,6 @@ from metadata.image import (
     PartitionRegistration,
 )
 from metadata.serde import MetadataRecord, make
-
-if TYPE_CHECKING:
-    from metadata.controller.quorum_controller import QuorumController
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
@@ -67,9 +64,9 @@ def usable_brokers(image: MetadataImage) -> list[UsableBroker]:
     return [UsableBroker(b.id, b.rack) for b in image.active_brokers()]
 
 
-def new_topic_id(ctl: "QuorumController", image: MetadataImage) -> uuid.UUID:
+def new_topic_id(rng: Random, image: MetadataImage) -> uuid.UUID:
     while True:
-        topic_id = uuid.UUID(int=ctl.rng.getrandbits(128), version=4)
+        topic_id = uuid.UUID(int=rng.getrandbits(128), version=4)
         # Kafka never hands out ids whose base64 form starts with '-' (62 in the alphabet)
         if topic_id.int >> 122 == 62 or topic_id in (ZERO_UUID, METADATA_TOPIC_ID):
             continue
@@ -106,17 +103,17 @@ def _new_partition(topic_id, index, replicas, isr) -> MetadataRecord:
 # CreateTopics
 
 
-def _records_asked(ctl: "QuorumController", topic: dict) -> int:
+def _records_asked(ctx: ControllerContext, topic: dict) -> int:
     """How many records creating ``topic`` would write, from the request alone."""
     partitions = len(topic["assignments"]) if topic["assignments"] else topic["num_partitions"]
     if partitions == -1:
-        partitions = ctl.config.num_partitions
+        partitions = ctx.config.num_partitions
     return 1 + max(partitions, 0) + len(topic["configs"])
 
 
-def create_topics(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_ms: int) -> dict:
+def create_topics(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:
     names = [t["name"] for t in req["topics"]]
-    if sum(_records_asked(ctl, t) for t in req["topics"]) > MAX_RECORDS_PER_USER_OP:
+    if sum(_records_asked(ctx, t) for t in req["topics"]) > MAX_RECORDS_PER_USER_OP:
         return {"throttle_time_ms": 0, "topics": [
             {"name": name, "topic_id": ZERO_UUID, "error_code": ErrorCode.POLICY_VIOLATION,
              "error_message": EXCESSIVE_BATCH, "num_partitions": -1, "replication_factor": -1,
@@ -135,7 +132,7 @@ def create_topics(ctl: "QuorumController", txn: Txn, version: int, req: dict, no
         try:
             if name in duplicates:
                 raise ApiError(ErrorCode.INVALID_REQUEST, "duplicate topic name in the request")
-            records = _create_topic(ctl, txn.image, topic, result)
+            records = _create_topic(ctx, txn.image, topic, result)
         except ApiError as e:
             result.update(error_code=int(e.code), error_message=e.message)
             continue
@@ -144,7 +141,7 @@ def create_topics(ctl: "QuorumController", txn: Txn, version: int, req: dict, no
     return {"throttle_time_ms": 0, "topics": results}
 
 
-def _create_topic(ctl: "QuorumController", image: MetadataImage, topic: dict, result: dict):
+def _create_topic(ctx: ControllerContext, image: MetadataImage, topic: dict, result: dict):
     name = topic["name"]
     validate_topic_name(name)
     if image.topic(name) is not None:
@@ -184,23 +181,23 @@ def _create_topic(ctl: "QuorumController", image: MetadataImage, topic: dict, re
     else:
         num_partitions = topic["num_partitions"]
         if num_partitions == -1:
-            num_partitions = ctl.config.num_partitions
+            num_partitions = ctx.config.num_partitions
         if num_partitions <= 0:
             raise ApiError(ErrorCode.INVALID_PARTITIONS,
                            f"number of partitions was set to an invalid non-positive value {num_partitions}")
         rf = topic["replication_factor"]
         if rf == -1:
-            rf = ctl.config.default_replication_factor
+            rf = ctx.config.default_replication_factor
         if rf <= 0:
             raise ApiError(ErrorCode.INVALID_REPLICATION_FACTOR,
                            f"replication factor must be larger than 0, got {rf}")
         try:
-            assignment = place(usable_brokers(image), num_partitions, rf, ctl.rng)
+            assignment = place(usable_brokers(image), num_partitions, rf, ctx.rng)
         except PlacementError as e:
             raise ApiError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
         isrs = assignment
 
-    topic_id = new_topic_id(ctl, image)
+    topic_id = new_topic_id(ctx.rng, image)
     records = [make("TopicRecord", name=name, topic_id=topic_id)]
     for index, (replicas, isr) in enumerate(zip(assignment, isrs)):
         records.append(_new_partition(topic_id, index, replicas, isr))
@@ -225,7 +222,7 @@ def _create_topic(ctl: "QuorumController", image: MetadataImage, topic: dict, re
 # DeleteTopics
 
 
-def delete_topics(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_ms: int) -> dict:
+def delete_topics(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:
     if version >= 6:
         items = [(t["name"], t["topic_id"]) for t in req["topics"]]
     else:
@@ -236,7 +233,7 @@ def delete_topics(ctl: "QuorumController", txn: Txn, version: int, req: dict, no
         result = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": 0, "error_message": None}
         out.append(result)
         try:
-            if not ctl.config.delete_topic_enable:
+            if not ctx.config.delete_topic_enable:
                 raise ApiError(ErrorCode.TOPIC_DELETION_DISABLED, "topic deletion is disabled")
             by_id = topic_id is not None and topic_id != ZERO_UUID
             if by_id and name is not None:
@@ -265,7 +262,7 @@ def delete_topics(ctl: "QuorumController", txn: Txn, version: int, req: dict, no
 # CreatePartitions
 
 
-def create_partitions(ctl: "QuorumController", txn: Txn, version: int, req: dict, now_ms: int) -> dict:
+def create_partitions(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:
     names = [t["name"] for t in req["topics"]]
     if _partitions_asked(txn.image, req) > MAX_RECORDS_PER_USER_OP:
         return {"throttle_time_ms": 0, "results": [
@@ -279,7 +276,7 @@ def create_partitions(ctl: "QuorumController", txn: Txn, version: int, req: dict
         try:
             if names.count(name) > 1:
                 raise ApiError(ErrorCode.INVALID_REQUEST, "duplicate topic name in the request")
-            records = _create_partitions(ctl, txn.image, topic)
+            records = _create_partitions(ctx, txn.image, topic)
         except ApiError as e:
             result.update(error_code=int(e.code), error_message=e.message)
             continue
@@ -297,7 +294,7 @@ def _partitions_asked(image: MetadataImage, req: dict) -> int:
     return total
 
 
-def _create_partitions(ctl: "QuorumController", image: MetadataImage, req: dict):
+def _create_partitions(ctx: ControllerContext, image: MetadataImage, req: dict):
     topic = image.topic(req["name"])
     if topic is None:
         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic named {req['name']!r}")
@@ -325,7 +322,7 @@ def _create_partitions(ctl: "QuorumController", image: MetadataImage, req: dict)
             assignment.append(replicas)
     else:
         try:
-            assignment = place(usable_brokers(image), adding, rf, ctl.rng, start_partition=current)
+            assignment = place(usable_brokers(image), adding, rf, ctx.rng, start_partition=current)
         except PlacementError as e:
             raise ApiError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
         isrs = assignment

@@ -1,0 +1,53 @@
+"""Broker sessions: what the active controller knows of each broker without writing it down.
+
+A heartbeat (or a registration) renews a broker's session and reports the metadata offset
+the broker has applied; a session older than ``broker.session.timeout.ms`` has expired and
+the broker is fenced (``cluster.expire_sessions``).  A broker in controlled shutdown is
+remembered with the offset of the last record that moved its leaderships away: it may go
+once every active broker has reported an offset past it.
+
+This is soft state: never in the log, dropped when the controller stops being active, and
+started afresh for every registered broker by a newly active controller.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+NO_OFFSET = -1
+
+
+class BrokerSessions:
+    def __init__(self, timeout_ms: int):
+        self.timeout_ms = timeout_ms
+        self._last_contact_ms: dict[int, int] = {}
+        self._metadata_offsets: dict[int, int] = {}  # last reported by each broker
+        self.controlled_shutdown_offset: dict[int, int] = {}  # where its leaderships moved
+
+    def start(self, broker_ids: Iterable[int], now_ms: int) -> None:
+        """A session from ``now_ms`` for each broker that has none (after a failover)."""
+        for broker_id in broker_ids:
+            self._last_contact_ms.setdefault(broker_id, now_ms)
+
+    def touch(self, broker_id: int, now_ms: int, metadata_offset: int | None = None) -> None:
+        self._last_contact_ms[broker_id] = now_ms
+        if metadata_offset is not None:
+            self._metadata_offsets[broker_id] = metadata_offset
+
+    def forget(self, broker_id: int) -> None:
+        self._last_contact_ms.pop(broker_id, None)
+        self._metadata_offsets.pop(broker_id, None)
+        self.controlled_shutdown_offset.pop(broker_id, None)
+
+    def clear(self) -> None:
+        self._last_contact_ms.clear()
+        self._metadata_offsets.clear()
+        self.controlled_shutdown_offset.clear()
+
+    def has_valid_session(self, broker_id: int, now_ms: int) -> bool:
+        last = self._last_contact_ms.get(broker_id)
+        return last is not None and now_ms - last < self.timeout_ms
+
+    def lowest_metadata_offset(self, broker_ids: Iterable[int]) -> int:
+        """The lowest metadata offset these brokers reported (-1 for one that has not)."""
+        return min((self._metadata_offsets.get(b, NO_OFFSET) for b in broker_ids), default=1 << 63)
