@@ -54,21 +54,14 @@ class InternalTopicStore:
         p = self.replicas.get(self.topic, partition)
         if p is None or not p.state.is_leader:
             raise StoreError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        min_isr = self.replicas.min_insync_replicas(self.topic)
-        error = p.state.check_produce(-1, min_isr)
-        if error != ErrorCode.NONE:
-            raise StoreError(error)
-        _, last, completions = p.append_as_leader(bytearray(batch))
-        p.complete(completions)
-        reg = p.state.register_produce_waiter(last + 1, clock.monotonic_ms() + COMMIT_TIMEOUT_MS, min_isr)
-        if reg.completion is not None:
-            error = reg.completion.error
-        else:
-            slot = p.add_waiter(reg.waiter_id)
+        out = p.append_internal(batch, self.replicas.min_insync_replicas(self.topic),
+                                clock.monotonic_ms() + COMMIT_TIMEOUT_MS)
+        error = out.error
+        if out.waiter is not None:
             with trio.move_on_after(COMMIT_TIMEOUT_MS / 1000 + 0.5):
-                await slot[0].wait()
-            p.drop_waiter(reg.waiter_id)
-            error = slot[1] if slot[1] is not None else ErrorCode.REQUEST_TIMED_OUT
+                await out.waiter[0].wait()
+            p.drop_waiter(out.waiter_id)
+            error = out.waiter[1] if out.waiter[1] is not None else ErrorCode.REQUEST_TIMED_OUT
         if error != ErrorCode.NONE:
             raise StoreError(error)
 

@@ -237,13 +237,34 @@ class Partition:
             self.complete(completions)
             appended = True
         outcome = ProduceOutcome(ErrorCode.NONE, first, last, appended=appended)
-        if acks == -1:
-            reg = self.state.register_produce_waiter(last + 1, deadline_ms, min_insync_replicas)
-            if reg.completion is not None:
-                outcome.error = reg.completion.error
-            else:
-                outcome.waiter_id = reg.waiter_id
-                outcome.waiter = self.add_waiter(reg.waiter_id)
+        return self._await_isr(outcome, min_insync_replicas, deadline_ms) if acks == -1 else outcome
+
+    def append_internal(self, batch: bytes, min_insync_replicas: int, deadline_ms: int, *,
+                        marker: tuple[int, int, int] | None = None) -> ProduceOutcome:
+        """A batch the broker writes itself, acks=all: a group's or a transaction's record
+        in an internal topic, or a transaction marker (``marker``: its producer id, producer
+        epoch and coordinator epoch, checked against the producer state first).  Log errors
+        are raised."""
+        error = self.state.check_produce(-1, min_insync_replicas)
+        if error != ErrorCode.NONE:
+            return ProduceOutcome(error)
+        if marker is not None:
+            check = self.producers.check_marker(*marker)
+            if check.error_code != ErrorCode.NONE:
+                return ProduceOutcome(check.error_code, message=check.message)
+        first, last, completions = self.append_as_leader(bytearray(batch))
+        self.complete(completions)
+        return self._await_isr(ProduceOutcome(ErrorCode.NONE, first, last, appended=True),
+                               min_insync_replicas, deadline_ms)
+
+    def _await_isr(self, outcome: ProduceOutcome, min_insync_replicas: int, deadline_ms: int) -> ProduceOutcome:
+        """acks=all: the answer waits for the HW to pass the batch, unless it already has."""
+        reg = self.state.register_produce_waiter(outcome.last_offset + 1, deadline_ms, min_insync_replicas)
+        if reg.completion is not None:
+            outcome.error = reg.completion.error
+        else:
+            outcome.waiter_id = reg.waiter_id
+            outcome.waiter = self.add_waiter(reg.waiter_id)
         return outcome
 
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, last_fetched_epoch: int, now_ms: int, *,

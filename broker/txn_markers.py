@@ -83,25 +83,15 @@ class TxnMarkerWriter:
             slot[1] = (ErrorCode.NOT_LEADER_OR_FOLLOWER if known and index in known.partitions
                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             return None
-        min_isr = self.replicas.min_insync_replicas(topic)
-        error = partition.state.check_produce(-1, min_isr)
-        if error != ErrorCode.NONE:
-            slot[1] = error
-            return None
         pid, epoch = marker["producer_id"], marker["producer_epoch"]
         if pid < 0 or epoch < 0:  # no producer to end a transaction of
             slot[1] = ErrorCode.INVALID_RECORD
             return None
-        check = partition.producers.check_marker(pid, epoch, marker["coordinator_epoch"])
-        if check.error_code != ErrorCode.NONE:
-            log.info("%s: refused %s marker: %s", partition.name,
-                     "COMMIT" if marker["transaction_result"] else "ABORT", check.message)
-            slot[1] = check.error_code
-            return None
         batch = make_end_txn_batch(marker["transaction_result"], producer_id=pid, producer_epoch=epoch,
                                    coordinator_epoch=marker["coordinator_epoch"], timestamp=clock.wall_ms())
         try:
-            _, last, completions = partition.append_as_leader(bytearray(batch.encode()))
+            out = partition.append_internal(batch.encode(), self.replicas.min_insync_replicas(topic), deadline,
+                                            marker=(pid, epoch, marker["coordinator_epoch"]))
         except (CorruptRecordError, LogError) as exc:
             log.warning("%s: appending a transaction marker failed: %s", partition.name, exc)
             slot[1] = ErrorCode.KAFKA_STORAGE_ERROR
@@ -110,14 +100,15 @@ class TxnMarkerWriter:
             self.replicas.fail_log_dir(f"appending a transaction marker to {partition.name}", exc)
             slot[1] = ErrorCode.KAFKA_STORAGE_ERROR
             return None
-        partition.complete(completions)
-        reg = partition.state.register_produce_waiter(last + 1, deadline, min_isr)
-        if reg.completion is not None:
-            slot[1] = reg.completion.error
-            if slot[1] == ErrorCode.NONE:
-                self._committed(topic, index, marker)
-            return None
-        return partition, partition.add_waiter(reg.waiter_id), reg.waiter_id
+        if out.message is not None:
+            log.info("%s: refused %s marker: %s", partition.name,
+                     "COMMIT" if marker["transaction_result"] else "ABORT", out.message)
+        if out.waiter is not None:
+            return partition, out.waiter, out.waiter_id
+        slot[1] = out.error
+        if out.error == ErrorCode.NONE:
+            self._committed(topic, index, marker)
+        return None
 
     def _committed(self, topic: str, index: int, marker: dict) -> None:
         if topic == OFFSETS_TOPIC:
