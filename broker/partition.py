@@ -436,8 +436,13 @@ class Partition:
             self.log.truncate_to(offset)
             self._truncated()
             self.producers.truncate_and_reload(with_markers(self.log))
-        # A batch holding ``offset`` goes whole: the state learns where the log really ends.
-        self.state.on_truncated(min(offset, self.log.log_end_offset))
+        if self.log.log_start_offset < self.state.log_start_offset:
+            # Below the log start the log starts over at ``offset`` (Kafka's
+            # truncateFullyAndStartAt), and so do the state's offsets and epochs.
+            self.state.on_started_at(self.log.log_start_offset)
+        else:
+            # A batch holding ``offset`` goes whole: the state learns where the log ends.
+            self.state.on_truncated(min(offset, self.log.log_end_offset))
         self.checkpoint_epochs()
         self.notify()
 

@@ -56,3 +56,20 @@ def test_a_truncation_point_inside_a_batch_leaves_the_state_at_the_log_end(tmp_p
     # The answer's log start (4, past the new end) is not taken from a diverging answer.
     assert p.log.log_start_offset == 0 and p.state.log_start_offset == 0
     p.log.close()
+
+
+def test_a_truncation_below_the_log_start_starts_the_log_over_there(tmp_path):
+    """A follower whose log starts at 6 (its leader's DeleteRecords) is told to truncate to
+    3 (a leader whose log never had the deleted epoch's end): the log starts over at 3, as
+    Kafka's truncateFullyAndStartAt, and so must the state, or its high watermark stays at
+    the old start, above its own log end (the data-plane simulator's seed 30460)."""
+    p = follower(tmp_path)
+    position = p.state.fetch_position()
+    p.apply_fetched(position, batch(0, 3) + batch(3, 3) + batch(6, 3), high_watermark=9, diverging=None,
+                    log_start_offset=6)
+    assert (p.log.log_start_offset, p.state.log_start_offset, p.state.high_watermark) == (6, 6, 9)
+    p.truncate_to(3)
+    assert (p.log.log_start_offset, p.log.log_end_offset) == (3, 3)
+    assert (p.state.log_start_offset, p.state.log_end_offset, p.state.high_watermark) == (3, 3, 3)
+    assert p.state.fetch_position().fetch_offset == 3
+    p.log.close()
