@@ -13,7 +13,7 @@ pytest.importorskip("pyspark")
 
 from checker_helpers import as_json, followed_by  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
-from test_checker_histories import all_scenarios, reg, shown  # noqa: E402
+from test_checker_histories import all_scenarios, json_identities, reg, shown  # noqa: E402
 
 from jepsen.__main__ import main  # noqa: E402
 from jepsen.checkers import check, check_linearizable, check_queue  # noqa: E402
@@ -48,6 +48,13 @@ def test_queue_matches_the_pure_path(spark, tmp_path):
     assert as_json(rs) == as_json(rp)  # statistics too: Spark's quantiles are exact
     assert rs["partitions"] == 13 + 1 + 8
     assert rs["realtime-lag"]["sends-seen"] > 1000
+
+
+def test_one_and_one_point_zero_and_true_are_different_values(spark):
+    ops, expected = json_identities()
+    rs = spark_check_queue(spark, ops)
+    assert shown(rs) == expected
+    assert as_json(rs) == as_json(check_queue(ops))
 
 
 def damaged(ops: list[Op], seed: int, n: int = 40) -> list[Op]:
