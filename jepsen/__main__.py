@@ -139,6 +139,9 @@ def _save_topic(spark, bootstrap: str, topic: str, store: str, quiet: bool) -> N
         path = save_topic(spark, bootstrap, topic, store)
     except (TopicUnavailable, ConnectorUnavailable) as e:
         _fail(str(e))
+    except Exception as e:  # noqa: BLE001 -- a JVM error: its first line says what
+        _fail(f"reading topic {topic} from {bootstrap} failed: "
+              f"{(str(e).strip().splitlines() or [type(e).__name__])[0]}")
     if not quiet:
         click.echo(f"[check] topic {topic} -> {path} "
                    f"({time.monotonic() - started:.1f}s)", err=True)

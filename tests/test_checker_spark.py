@@ -57,6 +57,19 @@ def test_one_and_one_point_zero_and_true_are_different_values(spark):
     assert as_json(rs) == as_json(check_queue(ops))
 
 
+def test_a_completion_without_invocation_does_not_stretch_the_time_grid(spark):
+    """The Spark path buckets by a grid read from the records (first invocation, last
+    record) and checks again with the operations' own grid when a stray completion at
+    the end made the two differ."""
+    ops = queue_history(400, seed=4)
+    last = ops[-1]
+    ops.append(Op(last.index + 1, last.time + 10**12, "ok", 777, "poll", {}))
+    rs = spark_check_queue(spark, ops)
+    rp = check_queue(ops)
+    assert as_json(rs) == as_json(rp)
+    assert rs["unseen-series"]["bucket-ns"] < 10**10
+
+
 def damaged(ops: list[Op], seed: int, n: int = 40) -> list[Op]:
     """A clean queue history with ``n`` random faults: reads dropped, repeated or
     changed, acknowledged offsets moved, acknowledged sends reported failed."""
