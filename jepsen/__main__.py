@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
+import time
+from typing import NoReturn
 
 import click
 
 from jepsen.checkers import linear
+from jepsen.history import JSONL_FILE, PARQUET_FILE
+
+HISTORY_FILES = (PARQUET_FILE, JSONL_FILE)
 
 # pyproject.toml's `jepsen` extra, module -> distribution: Parquet histories (pyarrow), the
 # Spark checkers (pyspark), the plots of index.html (matplotlib), `--client kafka-python`.
@@ -34,7 +40,13 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("store", type=click.Path(exists=True, file_okay=False))
+@click.argument("store", type=click.Path(file_okay=False))
+@click.option("--history-topic", metavar="TOPIC", default=None,
+              help="Check the history in this topic of a running cluster (as `test "
+                   "--history-topic` writes it), read by Spark's Kafka source; STORE "
+                   "(created if missing) receives it as history.parquet.")
+@click.option("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT...]", default=None,
+              help="Brokers of the --history-topic cluster.")
 @click.option("--spark-master", default="local[*]", show_default=True,
               help="Spark master URL to check on.")
 @click.option("--no-spark", is_flag=True, help="Check in this process, without Spark.")
@@ -49,14 +61,31 @@ def main() -> None:
 @click.option("--budget", type=int, default=linear.DEFAULT_BUDGET, show_default=True,
               help="Per-key linearizability search budget before 'unknown'.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
-def check(store, spark_master, no_spark, workload, model, unkeyed, sub_via, budget,
-          quiet) -> None:
-    """Re-check the history stored in STORE and write STORE/results.json.
+def check(store, history_topic, bootstrap_server, spark_master, no_spark, workload, model,
+          unkeyed, sub_via, budget, quiet) -> None:
+    """Re-check the history stored in STORE and write STORE/results.json; with
+    --history-topic, check the history in that topic instead.
 
     Exit status: 0 valid, 1 invalid, 2 unknown (or an error).
     """
     from jepsen.checkers import check_store
 
+    if history_topic is not None:
+        if no_spark:
+            raise click.UsageError("--history-topic is read by Spark's Kafka source; "
+                                   "it cannot be checked with --no-spark")
+        if not bootstrap_server:
+            raise click.UsageError("--history-topic needs --bootstrap-server")
+        if any(os.path.isfile(os.path.join(store, f)) for f in HISTORY_FILES):
+            raise click.BadParameter(f"{store!r} already holds a history; give a new or "
+                                     "empty directory", param_hint="STORE")
+        jars = _topic_jars(bootstrap_server, history_topic)
+    else:
+        if bootstrap_server:
+            raise click.UsageError("--bootstrap-server is for --history-topic")
+        if not os.path.isdir(store):
+            raise click.BadParameter(f"no directory {store!r}", param_hint="STORE")
+        jars = None
     spark, owned = None, False
     if not no_spark:
         from pyspark.sql import SparkSession
@@ -64,8 +93,10 @@ def check(store, spark_master, no_spark, workload, model, unkeyed, sub_via, budg
         from jepsen.checkers.spark import spark_session
 
         owned = SparkSession.getActiveSession() is None  # else: embedded, leave it running
-        spark = spark_session(spark_master)
+        spark = spark_session(spark_master, jars=jars)
     try:
+        if history_topic is not None:
+            _save_topic(spark, bootstrap_server, history_topic, store, quiet)
         results = check_store(store, spark=spark, workload=workload, model=model,
                               keyed=not unkeyed, sub_via=sub_via, budget=budget,
                               progress=not quiet)
@@ -80,6 +111,45 @@ def check(store, spark_master, no_spark, workload, model, unkeyed, sub_via, budg
         click.echo(f"{name}: {r['valid']}" + (f" ({', '.join(bad)})" if bad else ""))
     click.echo(f"valid: {v}  ->  {store}/results.json")
     sys.exit(0 if v is True else (1 if v is False else 2))
+
+
+def _topic_jars(bootstrap: str, topic: str) -> list[str]:
+    """Spark's Kafka source, once the topic is known to exist (before any download)."""
+    from jepsen.checkers.spark_kafka import (
+        ConnectorUnavailable,
+        TopicUnavailable,
+        connector_jars,
+        require_topic,
+    )
+
+    try:
+        require_topic(bootstrap, topic)
+        return connector_jars()
+    except TopicUnavailable as e:
+        _fail(str(e))
+    except ConnectorUnavailable as e:
+        _fail(f"Spark's Kafka source (spark-sql-kafka-0-10) is not available: {e}")
+
+
+def _save_topic(spark, bootstrap: str, topic: str, store: str, quiet: bool) -> None:
+    from jepsen.checkers.spark_kafka import ConnectorUnavailable, TopicUnavailable, save_topic
+
+    started = time.monotonic()
+    try:
+        path = save_topic(spark, bootstrap, topic, store)
+    except (TopicUnavailable, ConnectorUnavailable) as e:
+        _fail(str(e))
+    except Exception as e:  # noqa: BLE001 -- a JVM error: its first line says what
+        _fail(f"reading topic {topic} from {bootstrap} failed: "
+              f"{(str(e).strip().splitlines() or [type(e).__name__])[0]}")
+    if not quiet:
+        click.echo(f"[check] topic {topic} -> {path} "
+                   f"({time.monotonic() - started:.1f}s)", err=True)
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"[jepsen] {message}", err=True)
+    sys.exit(2)
 
 
 def _csv(ctx, param, value):

@@ -176,6 +176,20 @@ def all_scenarios() -> tuple[list[Op], dict]:
     return b.ops, expected
 
 
+def json_identities(k: int = 0, p: int = 0) -> tuple[list[Op], dict]:
+    """``1``, ``1.0`` and ``true`` as three different values (as EDN has them, though
+    Python finds them equal): on key ``k`` sent and read once each, which is clean; on
+    key ``k + 1`` a send of ``1`` read back as ``1.0``, which is not."""
+    b = Builder()
+    b.send(p, k, 1, 0)
+    b.send(p, k, 1.0, 1)
+    b.send(p, k, True, 2)
+    b.poll(p + 1, {k: [[0, 1], [1, 1.0], [2, True]]})
+    s = b.send(p + 2, k + 1, 1, 0)
+    q = b.poll(p + 3, {k + 1: [[0, 1.0]]})
+    return b.ops, {"inconsistent-offsets": [[s, q]], "unexpected": [[q]], "unseen": [[s]]}
+
+
 def shown(result: dict) -> dict:
     """The anomalies of a queue result as ``{type: [[invoke indexes], ...]}``."""
     return {k: sorted([o["invoke-index"] for o in a["ops"]] for a in v["examples"])

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from test_checker_histories import SCENARIOS, Builder, all_scenarios, clean, shown
+from test_checker_histories import (
+    SCENARIOS,
+    Builder,
+    all_scenarios,
+    clean,
+    json_identities,
+    shown,
+)
 
 from jepsen.checkers import ANOMALIES, check_queue
 from jepsen.checkers.queue import SendRec, check_partition, fatal_types
@@ -65,6 +72,15 @@ def test_all_scenarios_in_one_history():
     r = check_queue(ops)
     assert shown(r) == expected
     assert r["partitions"] == len(SCENARIOS) + 1
+
+
+def test_one_and_one_point_zero_and_true_are_different_values():
+    ops, expected = json_identities()
+    r = check_queue(ops)
+    assert shown(r) == expected
+    io = r["anomalies"]["inconsistent-offsets"]["examples"][0]
+    assert io["values"] == [1, 1.0] and [type(v) for v in io["values"]] == [int, float]
+    assert r["anomalies"]["unexpected"]["examples"][0]["value"] == 1.0
 
 
 def test_reassignment_between_polls_excuses_a_skip():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 
 from click.testing import CliRunner
 from test_checker_histories import SCENARIOS, Builder, all_scenarios, reg
@@ -80,3 +81,30 @@ def test_html_fragment_names_the_anomalies():
     frag = render_html(check(lin))
     assert "&lt;script&gt;" in frag and "<script>" not in frag
     assert "fails" in frag and "final states" in frag
+
+
+def test_cli_history_topic_errors_exit_2(tmp_path):
+    """What ``check --history-topic`` refuses before any Spark session starts."""
+    runner = CliRunner()
+    out = tmp_path / "out"
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = f"127.0.0.1:{s.getsockname()[1]}"
+    r = runner.invoke(main, ["check", "--history-topic", "h", "--bootstrap-server", closed,
+                             "--no-spark", str(out)])
+    assert r.exit_code == 2 and "--no-spark" in r.output
+    r = runner.invoke(main, ["check", "--history-topic", "h", str(out)])
+    assert r.exit_code == 2 and "needs --bootstrap-server" in r.output
+    r = runner.invoke(main, ["check", "--history-topic", "h", "--bootstrap-server", closed,
+                             str(out)])
+    assert r.exit_code == 2
+    assert "cannot connect to the cluster" in r.stderr and closed in r.stderr
+    assert not out.exists()
+    write_history(queue_history(50, seed=3), out)  # a run folder: not overwritten
+    r = runner.invoke(main, ["check", "--history-topic", "h", "--bootstrap-server", closed,
+                             str(out)])
+    assert r.exit_code == 2 and "already holds a history" in r.output
+    r = runner.invoke(main, ["check", "--bootstrap-server", closed, str(out)])
+    assert r.exit_code == 2 and "is for --history-topic" in r.output
+    r = runner.invoke(main, ["check", "--no-spark", str(tmp_path / "nothing")])
+    assert r.exit_code == 2 and "no directory" in r.output

@@ -13,7 +13,7 @@ pytest.importorskip("pyspark")
 
 from checker_helpers import as_json, followed_by  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
-from test_checker_histories import all_scenarios, reg, shown  # noqa: E402
+from test_checker_histories import all_scenarios, json_identities, reg, shown  # noqa: E402
 
 from jepsen.__main__ import main  # noqa: E402
 from jepsen.checkers import check, check_linearizable, check_queue  # noqa: E402
@@ -48,6 +48,26 @@ def test_queue_matches_the_pure_path(spark, tmp_path):
     assert as_json(rs) == as_json(rp)  # statistics too: Spark's quantiles are exact
     assert rs["partitions"] == 13 + 1 + 8
     assert rs["realtime-lag"]["sends-seen"] > 1000
+
+
+def test_one_and_one_point_zero_and_true_are_different_values(spark):
+    ops, expected = json_identities()
+    rs = spark_check_queue(spark, ops)
+    assert shown(rs) == expected
+    assert as_json(rs) == as_json(check_queue(ops))
+
+
+def test_a_completion_without_invocation_does_not_stretch_the_time_grid(spark):
+    """The Spark path buckets by a grid read from the records (first invocation, last
+    record) and checks again with the operations' own grid when a stray completion at
+    the end made the two differ."""
+    ops = queue_history(400, seed=4)
+    last = ops[-1]
+    ops.append(Op(last.index + 1, last.time + 10**12, "ok", 777, "poll", {}))
+    rs = spark_check_queue(spark, ops)
+    rp = check_queue(ops)
+    assert as_json(rs) == as_json(rp)
+    assert rs["unseen-series"]["bucket-ns"] < 10**10
 
 
 def damaged(ops: list[Op], seed: int, n: int = 40) -> list[Op]:

@@ -196,7 +196,7 @@ def check_partition(key: Any, sends: Iterable[SendRec], polls: Iterable[PollRec]
         if len(vals) > 1:
             add("inconsistent-offsets", offset=off,
                 values=sorted((_unh(v) for v in vals), key=repr),
-                ops=[refs(vals[v]) for v in sorted(vals, key=repr)])
+                ops=[refs(vals[v]) for v in sorted(vals, key=lambda v: repr(_unh(v)))])
     for hv, offs in offsets_of.items():
         if len(offs) > 1:
             add("duplicate", value=_unh(hv), offsets=sorted(offs),
@@ -319,7 +319,16 @@ def check_partition(key: Any, sends: Iterable[SendRec], polls: Iterable[PollRec]
 
 
 def _h(v: Any) -> Any:
-    """Hashable form of a message value."""
+    """Hashable form of a message value, equal exactly when the values are.
+
+    Values are compared as Jepsen's EDN values are (and as the Spark path compares
+    their JSON text): ``1``, ``1.0`` and ``true`` are three different values, though
+    Python finds them equal (``True == 1 == 1.0``, with equal hashes).
+    """
+    if isinstance(v, bool):
+        return ("__bool__", v)
+    if isinstance(v, float):
+        return ("__float__", v)
     if isinstance(v, list):
         return ("__list__", tuple(_h(x) for x in v))
     if isinstance(v, dict):
@@ -328,6 +337,8 @@ def _h(v: Any) -> Any:
 
 
 def _unh(v: Any) -> Any:
+    if isinstance(v, tuple) and len(v) == 2 and v[0] in ("__bool__", "__float__"):
+        return v[1]
     if isinstance(v, tuple) and len(v) == 2 and v[0] == "__list__":
         return [_unh(x) for x in v[1]]
     if isinstance(v, tuple) and len(v) == 2 and v[0] == "__dict__":

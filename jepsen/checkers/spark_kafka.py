@@ -7,6 +7,11 @@ Parquet schema (``jepsen.history``: ``key`` and ``value`` hold JSON *text*, so a
 value and a number keep their difference).  Messages are keyed by process; the checkers
 order records by ``index``, not by offset, so the topic may have any number of partitions.
 
+``python -m jepsen check --history-topic TOPIC --bootstrap-server HOST:PORT DIR`` checks
+such a topic: :func:`require_topic` asks the cluster first (before any download or
+JVM), :func:`save_topic` reads the topic in one batch into ``DIR/history.parquet``, and
+the folder is then checked, and can be re-checked, like any run folder.
+
 The connector's jars come from Maven Central with ``mvn dependency:copy-dependencies``
 (``bench/kafka/spark-kafka/pom.xml``, the way ``kraft.apache_kafka`` fetches Kafka's) into
 ``~/.cache/kraft/spark-kafka-<version>``.
@@ -18,7 +23,9 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -30,6 +37,11 @@ POM = Path(__file__).resolve().parents[2] / "bench" / "kafka" / "spark-kafka" / 
 
 class ConnectorUnavailable(Exception):
     """Maven, Java or the download is missing; the message says which."""
+
+
+class TopicUnavailable(Exception):
+    """The cluster cannot be reached, has no such topic, or the topic holds no history;
+    the message says which."""
 
 
 def connector_version() -> str:
@@ -50,17 +62,25 @@ def connector_jars(timeout_s: float = 900.0) -> list[str]:
             raise ConnectorUnavailable(f"{', '.join(missing)} not on PATH")
         d.mkdir(parents=True, exist_ok=True)
         try:
-            r = subprocess.run(["mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
+            r = subprocess.run(["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(POM), "dependency:copy-dependencies",
                                 f"-DoutputDirectory={d}", "-DincludeScope=runtime"],
                                capture_output=True, text=True, timeout=timeout_s, check=False)
         except subprocess.TimeoutExpired:
             raise ConnectorUnavailable(f"mvn took over {timeout_s:.0f}s") from None
         if r.returncode != 0:
-            tail = (r.stdout + r.stderr).strip().splitlines()[-5:]
-            raise ConnectorUnavailable("mvn dependency:copy-dependencies failed: "
-                                       + " | ".join(tail))
+            raise ConnectorUnavailable("mvn dependency:copy-dependencies failed (offline, or "
+                                       f"Maven Central unreachable?): {_maven_error(r)}")
         marker.write_text(connector_version() + "\n")
     return sorted(str(p) for p in d.glob("*.jar"))
+
+
+def _maven_error(r: subprocess.CompletedProcess) -> str:
+    """Maven's first error line (the cause; the rest is advice), without colour codes."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", x).strip()
+             for x in (r.stdout + r.stderr).splitlines()]
+    errors = [x.removeprefix("[ERROR]").strip() for x in lines if x.startswith("[ERROR]")]
+    first = next((x for x in errors if x), None)
+    return first or " | ".join(x for x in lines if x)[-500:] or f"exit status {r.returncode}"
 
 
 # ---------------------------------------------------------------- writing
@@ -159,3 +179,89 @@ def topic_frame(spark, bootstrap: str, topic: str):
            .load())
     return (raw.select(F.from_json(F.col("value").cast("string"), schema).alias("r"))
             .select("r.*"))
+
+
+def require_topic(bootstrap: str, topic: str, timeout_s: float = 10.0) -> int:
+    """The number of partitions of ``topic``; raises ``TopicUnavailable`` when the
+    cluster does not answer within ``timeout_s`` or has no such topic.
+
+    Asks for every topic's metadata: a Metadata request naming the topic would create it
+    on brokers with ``auto.create.topics.enable``.
+    """
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    _connectable(bootstrap, timeout_s)
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    try:
+        md = admin.list_topics(timeout=timeout_s)
+    except KafkaException as e:
+        err = e.args[0] if e.args else e
+        raise TopicUnavailable(f"no answer from the cluster at {bootstrap} within "
+                               f"{timeout_s:.0f}s ({getattr(err, 'str', lambda: err)()})"
+                               ) from None
+    t = md.topics.get(topic)
+    if t is None:
+        raise TopicUnavailable(f"the cluster at {bootstrap} has no topic {topic!r}")
+    if t.error is not None:
+        raise TopicUnavailable(f"topic {topic!r} at {bootstrap}: {t.error.str()}")
+    return len(t.partitions)
+
+
+def _connectable(bootstrap: str, timeout_s: float) -> None:
+    """Raises ``TopicUnavailable`` at once when no bootstrap server accepts a TCP
+    connection (librdkafka would retry until the metadata timeout)."""
+    errors = []
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+                return
+        except (OSError, ValueError) as e:
+            errors.append(f"{server.strip()}: {e.strerror or e}" if isinstance(e, OSError)
+                          else f"{server.strip()}: not HOST:PORT")
+    raise TopicUnavailable("cannot connect to the cluster (" + "; ".join(errors) + ")")
+
+
+def save_topic(spark, bootstrap: str, topic: str, directory: str | os.PathLike[str]) -> Path:
+    """Reads every history record in ``topic`` (Spark's Kafka source, in one batch) into
+    ``<directory>/history.parquet``, in history order, so the folder is a run folder that
+    ``check_store`` and ``read_history`` take like any other; returns the file.
+
+    Raises ``ConnectorUnavailable`` when the session has no Kafka source, and
+    ``TopicUnavailable`` when the topic holds no records, or records that are not
+    history records (no ``index``).
+    """
+    import pyarrow.parquet as pq
+    from pyspark.errors import AnalysisException
+
+    from jepsen.history import PARQUET_FILE
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / f".{PARQUET_FILE}.{uuid.uuid4().hex}"
+    try:
+        try:
+            frame = topic_frame(spark, bootstrap, topic)
+        except AnalysisException as e:
+            if "kafka" in str(e).lower():
+                raise ConnectorUnavailable("this Spark session has no Kafka source "
+                                           "(its spark.jars lack spark-sql-kafka-0-10)"
+                                           ) from None
+            raise
+        # one sorted file: range-partitioned sort, then its partitions concatenated
+        (frame.orderBy("index").coalesce(1).write.option("compression", "zstd")
+         .parquet(str(tmp)))
+        parts = sorted(tmp.glob("part-*.parquet"))
+        rows = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
+        if rows == 0:
+            raise TopicUnavailable(f"topic {topic!r} at {bootstrap} holds no records")
+        strays = pq.read_table(parts[0], columns=["index"]).column("index").null_count
+        if strays:
+            raise TopicUnavailable(f"{strays} of the {rows} records in topic {topic!r} are "
+                                   "not history records (JSON objects with an index)")
+        out = d / PARQUET_FILE
+        os.replace(parts[0], out)
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -65,6 +65,18 @@ def _messages(text):
             .otherwise(F.array().cast("array<variant>")))
 
 
+def _value_text(v):
+    """A message value's identity: its canonical JSON text, except that a number written
+    with a fraction or an exponent is a float, told from every integer as EDN tells
+    them (the variant's own text writes ``1.0`` as ``1``): its double's text (``1.0``,
+    ``1.0E20``), one text per double as Python's float equality has it."""
+    from pyspark.sql import functions as F
+
+    kind = F.schema_of_variant(v)
+    return F.when(kind.startswith("DECIMAL") | (kind == "DOUBLE"),
+                  F.variant_get(v, "$", "double").cast("string")).otherwise(F.to_json(v))
+
+
 def _key_text(v):
     """A partition key as a poll's JSON object names it: a string bare, else JSON."""
     from pyspark.sql import functions as F
@@ -78,7 +90,7 @@ def rows_frame(paired):
     ``queue_arrays.Rows`` (``type``: 0 ok, 1 fail, 2 info) and the ``key``.
 
     ``paired`` is a ``paired_frame`` with the ``reset`` column of ``queue.RESET_FS``.
-    A value is compared as the canonical JSON of its variant, the same on both sides.
+    A value is compared by ``_value_text``, the same on both sides.
     """
     from pyspark.sql import functions as F
 
@@ -104,7 +116,7 @@ def rows_frame(paired):
         _key_text(_at("m", "$[0]")).alias("key"),
         F.lit(queue_arrays.SEND).cast("byte").alias("src"), *common, "type", "pos",
         F.when(acked, _long(_at(ack, "$[0]"))).alias("offset"),
-        F.to_json(F.when(acked, _at(ack, "$[1]")).otherwise(_at("m", "$[1]")))
+        _value_text(F.when(acked, _at(ack, "$[1]")).otherwise(_at("m", "$[1]")))
         .alias("value"), "reset")
     polls = ops.filter((c("f") == "poll") & ok).select(
         *common, "reset",
@@ -115,7 +127,7 @@ def rows_frame(paired):
         "key", F.lit(queue_arrays.READ).cast("byte").alias("src"), *common,
         F.lit(queue_arrays.OK).cast("byte").alias("type"), "pos",
         _long(F.get(c("pair"), 0)).alias("offset"),
-        F.to_json(F.get(c("pair"), 1)).alias("value"), "reset")
+        _value_text(F.get(c("pair"), 1)).alias("value"), "reset")
     return messages.unionByName(reads)
 
 
@@ -295,7 +307,7 @@ def example(row: dict, ops: _Ops, more: dict) -> dict[str, Any]:
         for r in more[("io", kt, off)]:
             _, ref, rec = ops.ref(kt, r)
             vals.append((_value(rec, r), ref))
-        vals.sort(key=lambda x: repr(queue._h(x[0])))
+        vals.sort(key=lambda x: repr(x[0]))  # as check_partition orders them
         a.update(offset=off, values=sorted((v for v, _ in vals), key=repr),
                  ops=[r for _, r in vals])
     elif kind == "duplicate":
