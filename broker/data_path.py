@@ -145,6 +145,8 @@ class DataPath:
 
     async def fetch(self, body: dict, version: int) -> dict:
         replica_id = body["replica_state"]["replica_id"] if version >= 15 else body["replica_id"]
+        # A follower's broker epoch (KIP-903): its ISR expansion names it to the controller.
+        replica_epoch = body["replica_state"]["replica_epoch"] if version >= 15 else -1
         is_follower = replica_id >= 0
         max_wait_s = max(body["max_wait_ms"], 0) / 1000
         min_bytes = body["min_bytes"]
@@ -172,7 +174,7 @@ class DataPath:
         results: dict = {}  # position in ``wanted`` -> response, filled in as read
         committed = version >= 4 and body.get("isolation_level") == READ_COMMITTED and not is_follower
         total, waiting = self._read_all(list(enumerate(wanted)), results, replica_id, is_follower,
-                                        max_bytes, version, session, committed)
+                                        max_bytes, version, session, committed, replica_epoch)
         if total < min_bytes and max_wait_s > 0 and (waiting or session is not None):
             # Long poll: wait for a change of a partition that had nothing, then read only
             # those that changed (a follower's fetch covers thousands of partitions).
@@ -201,7 +203,8 @@ class DataPath:
                     changed = [waiting.pop(p) for p in dict.fromkeys(woken) if p in waiting]
                     woken.clear()
                     read, idle = self._read_all(changed, results, replica_id, is_follower,
-                                                max_bytes - total, version, session, committed)
+                                                max_bytes - total, version, session, committed,
+                                                replica_epoch)
                     total += read
                     for partition, entry in idle.items():  # ``notify`` dropped their watch
                         waiting[partition] = entry
@@ -225,7 +228,7 @@ class DataPath:
         return {"error_code": 0, "session_id": ctx.response_session_id, "responses": responses}
 
     def _read_all(self, entries, results: dict, replica_id, is_follower, max_bytes, version, session=None,
-                  read_committed: bool = False):
+                  read_committed: bool = False, replica_epoch: int = -1):
         """Read ``entries`` (position in the request, (topic, name, partition)) into
         ``results``; returns the bytes read and the partitions that had none, by partition.
         A follower's ``session`` notes which ones it need not read until they change."""
@@ -238,7 +241,7 @@ class DataPath:
             partition = self.replicas.get(name, p["partition"]) if name else None
             key = topic["topic_id"] if version >= 13 else name
             resp = self._read_partition(name, p, replica_id, is_follower, max(max_bytes - total, 0), now,
-                                        read_committed)
+                                        read_committed, replica_epoch)
             data = resp.get("records") or b""
             total += len(data)
             # TotalFetchRequestsPerSec per partition read; BytesOutPerSec for consumers,
@@ -264,7 +267,7 @@ class DataPath:
         return total, idle
 
     def _read_partition(self, name, p, replica_id, is_follower, max_bytes, now,
-                        read_committed: bool = False) -> dict:
+                        read_committed: bool = False, replica_epoch: int = -1) -> dict:
         index = p["partition"]
         # Records are an empty set, never null, even beside an error: librdkafka cannot
         # parse a null MessageSet, so it would never see the error and refresh its metadata.
@@ -296,7 +299,8 @@ class DataPath:
         if is_follower:
             result = partition.on_follower_fetch(replica_id, fetch_offset, p["last_fetched_epoch"], now,
                                                  current_leader_epoch=p["current_leader_epoch"],
-                                                 log_start_offset=p["log_start_offset"])
+                                                 log_start_offset=p["log_start_offset"],
+                                                 broker_epoch=replica_epoch)
             self.replicas.propose(partition, result.isr_proposal)
             if result.error != ErrorCode.NONE:
                 resp.update(high_watermark=result.high_watermark, log_start_offset=result.log_start_offset)

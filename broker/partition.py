@@ -268,7 +268,7 @@ class Partition:
         return outcome
 
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, last_fetched_epoch: int, now_ms: int, *,
-                          current_leader_epoch: int, log_start_offset: int):
+                          current_leader_epoch: int, log_start_offset: int, broker_epoch: int = -1):
         """The leader's side of a follower's fetch: the state records the follower's
         position (the high watermark may move, acks=all waiters may complete); returns the
         state's ``FollowerFetchResult``, whose ``isr_proposal`` the owner sends."""
@@ -276,7 +276,7 @@ class Partition:
         hw = st.high_watermark
         result = st.on_follower_fetch(replica_id, fetch_offset, last_fetched_epoch, now_ms,
                                       current_leader_epoch=current_leader_epoch,
-                                      log_start_offset=log_start_offset)
+                                      log_start_offset=log_start_offset, broker_epoch=broker_epoch)
         self.complete(result.completed)
         if st.high_watermark != hw and not result.completed:
             self.notify()  # the other followers' sessions must tell it

@@ -381,8 +381,10 @@ class PartitionState:
 
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, last_fetched_epoch: int | None,
                           now_ms: int, *, current_leader_epoch: int | None = None,
-                          log_start_offset: int = UNKNOWN_OFFSET) -> FollowerFetchResult:
-        """A fetch from follower ``replica_id`` arrived at the leader."""
+                          log_start_offset: int = UNKNOWN_OFFSET,
+                          broker_epoch: int = -1) -> FollowerFetchResult:
+        """A fetch from follower ``replica_id`` (with its ``broker_epoch``, -1 when the
+        fetch does not carry it) arrived at the leader."""
         error = self.check_leader_epoch(current_leader_epoch)
         if error is ErrorCode.NONE and (replica_id == self.local_id or replica_id not in self.remote):
             error = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -395,7 +397,8 @@ class PartitionState:
         if not self.log_start_offset <= fetch_offset <= self.log_end_offset:
             return FollowerFetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, self.high_watermark,
                                        self.log_start_offset)
-        self.remote[replica_id].on_fetch(fetch_offset, log_start_offset, now_ms, self.log_end_offset)
+        self.remote[replica_id].on_fetch(fetch_offset, log_start_offset, now_ms, self.log_end_offset,
+                                         broker_epoch)
         proposal = self.maybe_expand_isr(replica_id)
         completed = self._maybe_increment_hw()
         return FollowerFetchResult(ErrorCode.NONE, self.high_watermark, self.log_start_offset,
@@ -437,7 +440,9 @@ class PartitionState:
         return self._propose(IsrChange.SHRINK, tuple(sorted(self.isr - set(out))), tuple(out))
 
     def _propose(self, kind: IsrChange, new_isr: tuple[int, ...], changed: tuple[int, ...]) -> IsrProposal:
-        self.pending = IsrProposal(kind, self.leader_epoch, self.partition_epoch, new_isr, changed)
+        epochs = tuple(self.remote[r].broker_epoch if r != self.local_id and r in self.remote else -1
+                       for r in new_isr)
+        self.pending = IsrProposal(kind, self.leader_epoch, self.partition_epoch, new_isr, changed, epochs)
         return self.pending
 
     def on_partition_change_committed(self, new_isr: Iterable[int], partition_epoch: int,

@@ -67,6 +67,10 @@ class IsrProposal:
     partition_epoch: int
     new_isr: tuple[int, ...]
     changed: tuple[int, ...]  # the replicas removed (shrink) or added (expand)
+    # Each member's broker epoch as its last fetch gave it (-1: not known, or the leader
+    # itself): the controller refuses a member that has registered again since (KIP-903), so
+    # a fetch a crashed incarnation sent cannot bring its successor into the ISR.
+    broker_epochs: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,13 +142,15 @@ class ReplicaState:
     last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
     last_fetch_time_ms: int = 0
     last_caught_up_time_ms: int = 0
+    broker_epoch: int = -1  # the follower's broker epoch in its last fetch (Fetch v15+)
 
     def is_caught_up(self, leader_log_end_offset: int, now_ms: int, replica_lag_time_max_ms: int) -> bool:
         return (self.log_end_offset == leader_log_end_offset
                 or now_ms - self.last_caught_up_time_ms <= replica_lag_time_max_ms)
 
     def on_fetch(self, fetch_offset: int, log_start_offset: int, now_ms: int,
-                 leader_log_end_offset: int) -> None:
+                 leader_log_end_offset: int, broker_epoch: int = -1) -> None:
+        self.broker_epoch = broker_epoch
         if fetch_offset >= leader_log_end_offset:
             self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, now_ms)
         elif fetch_offset >= self.last_fetch_leader_log_end_offset:

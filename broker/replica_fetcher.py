@@ -17,6 +17,7 @@ has fallen under the bound; what they append is recorded against the quota.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import trio
 
@@ -30,7 +31,8 @@ from kraft.protocol.error_codes import ErrorCode
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSION = 12
+# v15: the fetch carries the follower's broker epoch (KIP-903; v13+ names topics by id).
+FETCH_VERSION = 15
 MAX_WAIT_MS = 500
 
 
@@ -60,8 +62,10 @@ def broker_address(image, broker_id: int, listener_name: str | None) -> tuple[st
 class ReplicaFetcherManager:
     def __init__(self, broker_id: int, replicas: ReplicaManager, client: KafkaClient,
                  listener_name: str | None, *, fetch_max_bytes: int = 10 << 20,
-                 partition_max_bytes: int = 1 << 20, backoff_s: float = 0.2):
+                 partition_max_bytes: int = 1 << 20, backoff_s: float = 0.2,
+                 broker_epoch: Callable[[], int] = lambda: -1):
         self.broker_id = broker_id
+        self.broker_epoch = broker_epoch  # this broker's registration, sent in each fetch
         self.replicas = replicas
         self.client = client
         self.listener_name = listener_name
@@ -69,6 +73,7 @@ class ReplicaFetcherManager:
         self.partition_max_bytes = partition_max_bytes
         self.backoff_s = backoff_s
         self._running: set[int] = set()
+        self._topic_ids: dict = {}
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -158,6 +163,9 @@ class ReplicaFetcherManager:
             {k: pos for k, (_, pos) in current.items() if k not in held}
             if changed_keys is None or session.session_id == 0
             else _PositionsView(current, held), changed_keys)
+        topic_ids = self._topic_ids  # name -> id: the request names topics by id (v13+)
+        for key, (partition, _) in current.items():
+            topic_ids[key[0]] = partition.topic_id
         topics: dict[str, list] = {}
         for (topic, index), pos in send.items():
             topics.setdefault(topic, []).append({
@@ -167,11 +175,13 @@ class ReplicaFetcherManager:
         forgotten: dict[str, list] = {}
         for topic, index in forget:
             forgotten.setdefault(topic, []).append(index)
-        body = {"replica_id": self.broker_id, "max_wait_ms": MAX_WAIT_MS, "min_bytes": 1,
+        body = {"replica_state": {"replica_id": self.broker_id, "replica_epoch": self.broker_epoch()},
+                "max_wait_ms": MAX_WAIT_MS, "min_bytes": 1,
                 "max_bytes": self.fetch_max_bytes, "isolation_level": 0,
                 "session_id": session_id, "session_epoch": session_epoch,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in forgotten.items()]}
+                "topics": [{"topic_id": topic_ids[t], "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [{"topic_id": topic_ids[t], "partitions": ps}
+                                          for t, ps in forgotten.items() if t in topic_ids]}
         response = await self.client.request(*address, "Fetch", FETCH_VERSION, body,
                                              timeout_s=MAX_WAIT_MS / 1000 + 10)
         if not session.on_response(response["error_code"], response["session_id"]):
@@ -180,10 +190,12 @@ class ReplicaFetcherManager:
             return response["error_code"] in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
                                               ErrorCode.INVALID_FETCH_SESSION_EPOCH)
         sent = current
+        names = {topic_id: name for name, topic_id in topic_ids.items()}
         progressed = True
         for topic in response["responses"]:
+            name = names.get(topic["topic_id"])
             for resp in topic["partitions"]:
-                item = sent.get((topic["topic"], resp["partition_index"]))
+                item = sent.get((name, resp["partition_index"]))
                 if item is None:
                     continue
                 partition, pos = item

@@ -291,7 +291,8 @@ class Node:
         fetchers = ReplicaFetcherManager(config.node_id, self.replicas, client("replication"),
                                          inter_broker_listener,
                                          fetch_max_bytes=config["replica.fetch.response.max.bytes"],
-                                         partition_max_bytes=config["replica.fetch.max.bytes"])
+                                         partition_max_bytes=config["replica.fetch.max.bytes"],
+                                         broker_epoch=lambda: self.lifecycle.broker_epoch)
         nursery.start_soon(self.lifecycle.run)
         nursery.start_soon(self._become_ready)
         nursery.start_soon(self.replicas.run_reconciler)
@@ -340,16 +341,22 @@ class Node:
         for partition, proposal in proposals:
             topic = topics.setdefault(partition.topic, {
                 "topic_name": partition.topic, "topic_id": partition.topic_id, "partitions": []})
+            # v3: each member with the broker epoch its last fetch carried (KIP-903): the
+            # controller refuses one that has registered again since; the leader's own is
+            # its registration's.
+            epochs = proposal.broker_epochs or (-1,) * len(proposal.new_isr)
             topic["partitions"].append({
                 "partition_index": partition.index, "leader_epoch": proposal.leader_epoch,
-                "new_isr": list(proposal.new_isr), "leader_recovery_state": 0,
-                "partition_epoch": proposal.partition_epoch})
+                "new_isr_with_epochs": [
+                    {"broker_id": b, "broker_epoch": self.lifecycle.broker_epoch if b == self.config.node_id else e}
+                    for b, e in zip(proposal.new_isr, epochs)],
+                "leader_recovery_state": 0, "partition_epoch": proposal.partition_epoch})
         body = {"broker_id": self.config.node_id, "broker_epoch": self.lifecycle.broker_epoch,
                 "topics": list(topics.values())}
         errors: dict[tuple, int] = {}  # (topic id, index) -> error code
         top_error = None  # for every partition: None when the controller did not answer
         try:
-            resp = await channel.request("AlterPartition", 2, body, timeout_s=10)
+            resp = await channel.request("AlterPartition", 3, body, timeout_s=10)
         except Exception as exc:  # noqa: BLE001 - any failure: no answer
             log.info("AlterPartition of %d partitions failed: %s", len(proposals), exc)
             resp = None

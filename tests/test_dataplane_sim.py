@@ -29,6 +29,24 @@ def test_many_seeds_pass():
     assert not found, found[0][1]
 
 
+# Seeds outside the default range that found product bugs, each a regression test now.
+FOUND = {
+    # DeleteRecords left a follower's log start above a truncation point: the follower's
+    # state kept the old start, its HW above its log end.
+    30460: "a truncation below the log start",
+    # A fetch sent by a replica just before it lost power reached the leader after the
+    # replica registered again: the leader proposed its successor, which held less, into
+    # the ISR, and a later leader lacked committed records.  The fetch now carries the
+    # broker epoch and AlterPartition names it (KIP-903); the controller refuses it.
+    14494: "a stale fetch's ISR expansion",
+}
+
+
+@pytest.mark.parametrize("seed", sorted(FOUND))
+def test_seeds_that_found_bugs_pass(seed):
+    Simulation(seed).run()
+
+
 def test_a_seed_replays_exactly():
     first, second = Simulation(1234).run(), Simulation(1234).run()
     assert first.trace == second.trace and first.events == second.events

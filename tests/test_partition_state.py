@@ -698,3 +698,16 @@ def test_offset_out_of_range_on_a_follower():
     d = f.on_offset_out_of_range(10, 20)
     assert d.start_at == 10 and f.log_end_offset == f.log_start_offset == 10
     assert len(f.epoch_cache) == 0
+
+
+def test_an_expansion_names_each_member_with_the_broker_epoch_its_fetch_carried():
+    """KIP-903: AlterPartition carries each new member's broker epoch as its last fetch
+    gave it, so the controller can refuse a replica that registered again since (a fetch
+    a crashed incarnation sent must not bring its successor into the ISR)."""
+    state = PartitionState(1)
+    state.become_leader(0, 0, (1, 2, 3), (1, 2), 0, 0, 0)
+    state.on_follower_fetch(2, 0, None, 0, current_leader_epoch=0, broker_epoch=40)
+    result = state.on_follower_fetch(3, 0, None, 0, current_leader_epoch=0, broker_epoch=77)
+    proposal = result.isr_proposal
+    assert proposal is not None and proposal.new_isr == (1, 2, 3)
+    assert proposal.broker_epochs == (-1, 40, 77)  # the leader's own is filled in by the node

@@ -12,7 +12,8 @@ are those of ``metadata/controller/elections.py`` and ``partitions.py`` (Kafka's
   replica order, that is an eligible ISR member leads, else nobody.  A leader change bumps
   the leader epoch; every change bumps the partition epoch.
 * AlterPartition is accepted only from the current leader, at the current leader and
-  partition epochs, and only adds eligible brokers (Kafka's INELIGIBLE_REPLICA).
+  partition epochs, and only adds eligible brokers at their current registration (Kafka's
+  INELIGIBLE_REPLICA; the broker epoch a member's fetch carried, KIP-903).
 """
 
 from __future__ import annotations
@@ -70,13 +71,20 @@ class ControllerModel:
         return self._change(self.reg.isr, leader=to)
 
     def alter_partition(self, broker: int, leader_epoch: int, partition_epoch: int,
-                        new_isr: tuple[int, ...]) -> ErrorCode:
+                        new_isr: tuple[int, ...], broker_epochs: dict[int, int] | None = None,
+                        registered: dict[int, int] | None = None) -> ErrorCode:
+        """``broker_epochs``: each member's broker epoch as the leader heard it (-1 unknown);
+        one that differs from the member's current registration (``registered``) is a
+        replica that registered again since: INELIGIBLE_REPLICA (KIP-903)."""
         reg = self.reg
         if broker != reg.leader or leader_epoch != reg.leader_epoch:
             return ErrorCode.FENCED_LEADER_EPOCH
         if partition_epoch != reg.partition_epoch:
             return ErrorCode.INVALID_UPDATE_VERSION
         if any(b not in self.eligible for b in set(new_isr) - set(reg.isr)):
+            return ErrorCode.INELIGIBLE_REPLICA
+        epochs, current = broker_epochs or {}, registered or {}
+        if any(epochs.get(b, -1) not in (-1, current.get(b, -1)) for b in new_isr):
             return ErrorCode.INELIGIBLE_REPLICA
         if not new_isr or broker not in new_isr or not set(new_isr) <= set(reg.replicas):
             return ErrorCode.INVALID_REQUEST

@@ -423,7 +423,7 @@ class Simulation:
         part = leader.partition
         result = part.on_follower_fetch(src, pos.fetch_offset, pos.last_fetched_epoch, int(self.now),
                                         current_leader_epoch=pos.current_leader_epoch,
-                                        log_start_offset=pos.log_start_offset)
+                                        log_start_offset=pos.log_start_offset, broker_epoch=inc)
         self._propose(leader, result.isr_proposal)
         records = b""
         if result.error == ErrorCode.NONE and result.diverging_epoch is None:
@@ -486,7 +486,9 @@ class Simulation:
             error = ErrorCode.STALE_BROKER_EPOCH
         else:
             error = self.controller.alter_partition(broker_id, proposal.leader_epoch,
-                                                    proposal.partition_epoch, proposal.new_isr)
+                                                    proposal.partition_epoch, proposal.new_isr,
+                                                    dict(zip(proposal.new_isr, proposal.broker_epochs)),
+                                                    self.known_incarnation)
         if error == ErrorCode.NONE:
             self._push()
         self._send(CONTROLLER, broker_id, "alter_response", inc, proposal, error, self.controller.reg)
