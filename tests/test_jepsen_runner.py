@@ -273,7 +273,9 @@ def test_a_run_over_sasl_ssl_is_valid_and_uses_it_everywhere(tmp_path):
     assert "valid: True" in p.stdout
     run = (tmp_path / "queue-kraft-kill-n3-sasl_ssl" / "latest").resolve()
     from jepsen.history import read_history
-    assert len([o for o in read_history(run) if o.f == "send" and o.type == "ok"]) >= 5
+    # Clients did work over SASL_SSL: acknowledged sends (how many depends on when the kill
+    # lands against a loaded machine: 3 to dozens; CI twice saw 3).
+    assert len([o for o in read_history(run) if o.f == "send" and o.type == "ok"]) >= 1
     for n in (1, 2, 3):
         props = (run / f"node{n}" / "server.properties").read_text()
         assert "listener.security.protocol.map=CONTROLLER:SASL_SSL,SASL_SSL:SASL_SSL" in props
