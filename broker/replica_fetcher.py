@@ -73,7 +73,8 @@ class ReplicaFetcherManager:
         self.partition_max_bytes = partition_max_bytes
         self.backoff_s = backoff_s
         self._running: set[int] = set()
-        self._topic_ids: dict = {}
+        self._topic_ids: dict = {}  # topic name -> id
+        self._topic_names: dict = {}  # topic id -> name
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -163,9 +164,12 @@ class ReplicaFetcherManager:
             {k: pos for k, (_, pos) in current.items() if k not in held}
             if changed_keys is None or session.session_id == 0
             else _PositionsView(current, held), changed_keys)
-        topic_ids = self._topic_ids  # name -> id: the request names topics by id (v13+)
-        for key, (partition, _) in current.items():
-            topic_ids[key[0]] = partition.topic_id
+        # The request names topics by id (v13+); learnt from the partitions sent, so a round
+        # of an incremental session costs nothing per quiet partition.
+        topic_ids, names = self._topic_ids, self._topic_names
+        for key in send:
+            topic_id = current[key][0].topic_id
+            topic_ids[key[0]], names[topic_id] = topic_id, key[0]
         topics: dict[str, list] = {}
         for (topic, index), pos in send.items():
             topics.setdefault(topic, []).append({
@@ -190,7 +194,6 @@ class ReplicaFetcherManager:
             return response["error_code"] in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
                                               ErrorCode.INVALID_FETCH_SESSION_EPOCH)
         sent = current
-        names = {topic_id: name for name, topic_id in topic_ids.items()}
         progressed = True
         for topic in response["responses"]:
             name = names.get(topic["topic_id"])
