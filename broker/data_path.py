@@ -238,6 +238,12 @@ class DataPath:
         stats = self.replicas.topic_stats
         for entry in entries:
             i, (topic, name, p) = entry
+            if name is None and version >= 13:
+                # A session keeps a partition whose topic id was not known yet when it was
+                # added (the fetcher's image ran ahead of ours): resolve it on every read,
+                # as Kafka's CachedPartition.maybeResolveUnknownName, or it stays unknown.
+                known = self.replicas.image.topic_by_id(topic["topic_id"])
+                name = known.name if known is not None else None
             partition = self.replicas.get(name, p["partition"]) if name else None
             key = topic["topic_id"] if version >= 13 else name
             resp = self._read_partition(name, p, replica_id, is_follower, max(max_bytes - total, 0), now,

@@ -175,3 +175,31 @@ async def test_a_produce_parses_each_batch_header_once(data_path):
     assert answer(pending) == (ErrorCode.NONE, 0)
     assert data_path.replicas.get(TOPIC, 0).log.log_end_offset == 3
     assert len(calls) == 3, f"3 batch headers parsed {len(calls)} times"
+
+
+async def test_a_follower_session_resolves_a_topic_id_its_leader_learns_later(tmp_path):
+    """A follower's image can run ahead of its leader's: its first fetch (v15, topics by
+    id) names a topic the leader does not know yet and is answered UNKNOWN_TOPIC_ID. The
+    session keeps the partition; once the leader knows the topic, the next incremental fetch
+    must read it (as Kafka resolves a session's unknown topic ids on each fetch), not answer
+    UNKNOWN_TOPIC_ID forever, which kept the follower out of the ISR."""
+    replicas = ReplicaManager(LEADER, server_config(tmp_path, node_id=LEADER))
+    try:
+        path = DataPath(replicas)
+        body = session_fetch(0, 0, {0: 0}, 0)
+        body["replica_state"] = {"replica_id": FOLLOWER, "replica_epoch": 5}
+        first = await path.fetch(body, 15)
+        assert first["responses"][0]["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID
+        assert first["session_id"]
+        reg = PartitionRegistration(replicas=(LEADER, FOLLOWER), isr=(LEADER, FOLLOWER), leader=LEADER,
+                                    leader_epoch=0, partition_epoch=0)
+        topic = TopicImage(TOPIC, TOPIC_ID, frozen_map({0: reg}))
+        replicas.on_image(EMPTY_IMAGE, MetadataImage(offset=1, topics_by_name=frozen_map({TOPIC: topic}),
+                                                     topics_by_id=frozen_map({TOPIC_ID: topic})))
+        later = session_fetch(first["session_id"], 1, {}, 0)
+        later["replica_state"] = {"replica_id": FOLLOWER, "replica_epoch": 5}
+        second = await path.fetch(later, 15)
+        parts = second["responses"][0]["partitions"]
+        assert [(p["partition_index"], p["error_code"]) for p in parts] == [(0, ErrorCode.NONE)]
+    finally:
+        replicas.close()
