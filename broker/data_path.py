@@ -155,8 +155,7 @@ class DataPath:
         for topic in body["topics"]:
             name = topic["topic"]
             if version >= 13:
-                t = self.replicas.image.topic_by_id(topic["topic_id"])
-                name = t.name if t is not None else None
+                name = self._topic_name(topic["topic_id"])
             for p in topic["partitions"]:
                 wanted.append((topic, name, p))
         forgotten = []
@@ -227,6 +226,12 @@ class DataPath:
             responses = kept
         return {"error_code": 0, "session_id": ctx.response_session_id, "responses": responses}
 
+    def _topic_name(self, topic_id) -> str | None:
+        """The name of the topic with ``topic_id`` in this broker's image (Fetch v13+ names
+        topics by id), or None while the image does not have it."""
+        known = self.replicas.image.topic_by_id(topic_id)
+        return known.name if known is not None else None
+
     def _read_all(self, entries, results: dict, replica_id, is_follower, max_bytes, version, session=None,
                   read_committed: bool = False, replica_epoch: int = -1):
         """Read ``entries`` (position in the request, (topic, name, partition)) into
@@ -242,8 +247,7 @@ class DataPath:
                 # A session keeps a partition whose topic id was not known yet when it was
                 # added (the fetcher's image ran ahead of ours): resolve it on every read,
                 # as Kafka's CachedPartition.maybeResolveUnknownName, or it stays unknown.
-                known = self.replicas.image.topic_by_id(topic["topic_id"])
-                name = known.name if known is not None else None
+                name = self._topic_name(topic["topic_id"])
             partition = self.replicas.get(name, p["partition"]) if name else None
             key = topic["topic_id"] if version >= 13 else name
             resp = self._read_partition(name, p, replica_id, is_follower, max(max_bytes - total, 0), now,
