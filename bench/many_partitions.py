@@ -14,6 +14,7 @@ change), produce (acks=all, idempotent) and consume counts and times.  Exits non
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import resource
 import sys
@@ -25,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from cluster_helpers import describe_quorum, request, start_cluster, wait_until  # noqa: E402
+from cluster_helpers import active_controller, describe_quorum, request, start_cluster, wait_until  # noqa: E402
 
 from kraft.local_cluster import LocalCluster  # noqa: E402
 
@@ -135,6 +136,100 @@ class LedWatcher(threading.Thread):
                     self.latency[t["name"]] = time.monotonic() - self.created_at[t["name"]]
 
 
+def leaders(cluster: LocalCluster, topics: list[str]) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> leader id (-1 for none), as a running node's Metadata has it."""
+    return {(t["name"], p["partition_index"]): p["leader_id"]
+            for t in metadata(cluster, topics) if t["error_code"] == 0 for p in t["partitions"]}
+
+
+def wait_new_leaders(cluster: LocalCluster, topics: list[str], led: set, victim: int,
+                     t0: float, timeout_s: float = 120) -> tuple[float, float]:
+    """Poll Metadata until none of ``led`` is led by ``victim`` or by nobody; returns (seconds
+    after ``t0`` when seen so, seconds when the poll before it started)."""
+    before = 0.0
+    while time.monotonic() - t0 < timeout_s:
+        polled = time.monotonic() - t0
+        now = leaders(cluster, topics)
+        if now and all(now.get(k, -1) not in (victim, -1) for k in led):
+            return time.monotonic() - t0, before
+        before = polled
+        time.sleep(0.2)
+    return float("inf"), before
+
+
+def heartbeat_seen(cluster: LocalCluster, node_id: int, controller: int, after_wall: float) -> float | None:
+    """Wall time at which ``node_id`` logged its first heartbeat answered by ``controller``
+    after ``after_wall`` (broker/lifecycle.py logs each change of answering controller)."""
+    needle = f"heartbeat answered by the active controller {controller}"
+    for line in cluster.nodes[node_id].log_path.read_text(errors="replace").splitlines():
+        if needle in line:
+            stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            if stamp >= after_wall:
+                return stamp
+    return None
+
+
+def kill_rows(cluster: LocalCluster, topics: list[str], total: int, failures: list[str]) -> None:
+    """The issue's two SIGKILL rows: a broker (every partition it led has a new leader within
+    10 s), then, after it is back, the active controller (a new one active and every broker
+    heartbeating to it within 3 s)."""
+    active = active_controller(cluster)
+    victim = next(i for i in sorted(cluster.nodes) if i != (active[0] if active else -1))
+    led = {k for k, leader in leaders(cluster, topics).items() if leader == victim}
+    t0 = time.monotonic()
+    cluster.kill(victim)
+    new_leaders_s, poll_before_s = wait_new_leaders(cluster, topics, led, victim, t0)
+    print(f"SIGKILL broker {victim} (not the active controller), leading {len(led)} partitions: every one "
+          f"led elsewhere {new_leaders_s:.1f}s after the kill (the Metadata poll before said otherwise at "
+          f"{poll_before_s:.1f}s)", flush=True)
+    if new_leaders_s > 10:
+        failures.append(f"partitions of the killed broker {victim} got new leaders only after {new_leaders_s:.1f}s")
+    t1 = time.monotonic()
+    cluster.start(victim)
+    wait_until(lambda: replicas_hosted(cluster).get(victim, -1) >= total, timeout_s=900, interval_s=2,
+               what=f"node {victim} hosting its {total} replicas again")
+    hosted_s = time.monotonic() - t1
+
+    def back_in_every_isr() -> bool:
+        for t in metadata(cluster, topics):
+            for p in t["partitions"]:
+                if victim not in p["isr_nodes"]:
+                    return False
+        return True
+
+    wait_until(back_in_every_isr, timeout_s=900, interval_s=2, what=f"node {victim} back in every ISR")
+    print(f"node {victim} restarted: all {total} replicas open after {hosted_s:.1f}s, back in every ISR after "
+          f"{time.monotonic() - t1:.1f}s; quorum {quorum(cluster)}", flush=True)
+
+    active = active_controller(cluster)
+    if active is None:
+        failures.append("no active controller before the controller kill")
+        return
+    old = active[0]
+    survivors = [i for i in cluster.nodes if i != old]
+    led = {k for k, leader in leaders(cluster, topics).items() if leader == old}
+    wall0, t0 = time.time(), time.monotonic()
+    cluster.kill(old)
+    new = wait_until(lambda: active_controller(cluster, exclude=(old,)), timeout_s=60, interval_s=0.05,
+                     what="a new active controller")
+    active_s = time.monotonic() - t0
+    heard: dict[int, float] = {}
+    while len(heard) < len(survivors) and time.monotonic() - t0 < 60:
+        for i in survivors:
+            if i not in heard and (stamp := heartbeat_seen(cluster, i, new[0], wall0)) is not None:
+                heard[i] = stamp - wall0
+        time.sleep(0.1)
+    last_s = max(heard.values(), default=float("inf")) if len(heard) == len(survivors) else float("inf")
+    new_leaders_s, _ = wait_new_leaders(cluster, topics, led, old, t0)
+    print(f"SIGKILL the active controller {old}: controller {new[0]} active (as its quorum describes it) "
+          f"{active_s:.2f}s after the kill; every broker's heartbeat answered by it at "
+          f"{', '.join(f'{i}: {s:.2f}s' for i, s in sorted(heard.items()))}; the {len(led)} partitions "
+          f"{old} led were led elsewhere {new_leaders_s:.1f}s after the kill", flush=True)
+    if last_s > 3:
+        failures.append(f"after the controller kill, a broker's heartbeat reached the new controller only "
+                        f"after {last_s:.2f}s")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--topics", type=int, default=20)
@@ -144,6 +239,10 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=1800, help="seconds to wait for every leader")
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a server.properties override for every node (e.g. kraft.gc.freeze.enable=false)")
+    ap.add_argument("--no-kill", action="store_true",
+                    help="leave out the SIGKILL rows (a broker, then the active controller)")
+    ap.add_argument("--hold", type=float, default=0,
+                    help="seconds to keep the idle cluster before producing (to profile it, e.g. py-spy)")
     args = ap.parse_args()
 
     from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -225,6 +324,10 @@ def main() -> int:
             idle = {i: f"{100 * (cpu1[i] - cpu0[i]) / (c1 - c0):.0f}%" for i in cpu1 if i in cpu0}
             print(f"fds/RSS(MiB) per node: {stats}; idle CPU per node (10 s): {idle}; quorum {quorum(cluster)}",
                   flush=True)
+            if args.hold:
+                pids = {i: n.process.pid for i, n in cluster.nodes.items() if n.running}
+                print(f"holding the idle cluster {args.hold:.0f}s; node pids {pids}", flush=True)
+                time.sleep(args.hold)
 
             producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
                                  "enable.idempotence": True, "linger.ms": 50,
@@ -266,6 +369,8 @@ def main() -> int:
                 failures.append(f"nodes {dead} died")
             if any(fds > args.nofile // 2 for fds, _ in stats.values()):
                 failures.append("a node holds more than half its descriptor limit")
+            if not args.no_kill and not dead:
+                kill_rows(cluster, topics, total, failures)
         finally:
             cluster.stop_all(timeout_s=120)
     for node in cluster.nodes.values():

@@ -34,10 +34,15 @@ class ControllerChannel:
         self.controllers = controllers
         self._leader_fn = leader_fn  # () -> active controller id or -1
         self._leader_changed = trio.Event()
+        self.answered_by = -1  # the controller that answered the last request
 
     def on_leader_change(self, _leader=None) -> None:
         self._leader_changed.set()
         self._leader_changed = trio.Event()
+
+    async def wait_leader_change(self) -> None:
+        """Until the active controller changes (or stops being known)."""
+        await self._leader_changed.wait()
 
     async def request(self, api: str, version: int, body: dict, timeout_s: float = 30.0) -> dict:
         """Send to the active controller, retrying across leader changes until ``timeout_s``.
@@ -56,6 +61,7 @@ class ControllerChannel:
                             last = f"controller {leader} stopped being active while {api} was in flight"
                             continue
                         if not _from_inactive_controller(api, response):
+                            self.answered_by = leader
                             return response
                         last = f"controller {leader} is no longer active"
                     except NodeUnavailable as exc:

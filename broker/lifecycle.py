@@ -45,6 +45,7 @@ class BrokerLifecycle:
         self.unfenced = trio.Event()
         self._want_shutdown = False
         self._reported_offset = -1  # the metadata offset the last heartbeat carried
+        self._heard_by = -1  # the controller that answered the last heartbeat
         self.shutdown_granted = trio.Event()
 
     def registration_body(self) -> dict:
@@ -79,7 +80,12 @@ class BrokerLifecycle:
                 elif self.fenced:
                     await self._until_metadata_passes(self._reported_offset, interval)
                 else:
-                    await trio.sleep(interval)
+                    # At the interval, or at once when another controller becomes active: a
+                    # new controller starts every session afresh and, until it hears from a
+                    # broker, cannot tell a live one from a dead one (issue 19: every broker
+                    # heartbeating within 3 s of the active controller's SIGKILL).
+                    with trio.move_on_after(interval):
+                        await self.channel.wait_leader_change()
 
     async def _until_metadata_passes(self, offset: int, timeout_s: float) -> None:
         """Until the applied metadata is past ``offset`` and at the registration record, or
@@ -132,6 +138,9 @@ class BrokerLifecycle:
         if error != ErrorCode.NONE:
             log.info("heartbeat error %s", ErrorCode(error).name)
             return
+        if self.channel.answered_by != self._heard_by:
+            self._heard_by = self.channel.answered_by
+            log.info("heartbeat answered by the active controller %d", self._heard_by)
         was_fenced, self.fenced = self.fenced, response["is_fenced"]
         if was_fenced and not self.fenced:
             log.info("unfenced")

@@ -10,6 +10,7 @@ from broker.data_path import DataPath
 from broker.deferred import Deferred
 from broker.replica_manager import ReplicaManager
 from broker_helpers import server_config
+from kraft.log.checkpoint import OffsetCheckpointFile
 from kraft.protocol.error_codes import ErrorCode
 from kraft.records import build_batch
 from metadata.image import EMPTY_IMAGE, MetadataImage, PartitionRegistration, TopicImage, frozen_map
@@ -203,3 +204,17 @@ async def test_a_follower_session_resolves_a_topic_id_its_leader_learns_later(tm
         assert [(p["partition_index"], p["error_code"]) for p in parts] == [(0, ErrorCode.NONE)]
     finally:
         replicas.close()
+
+
+async def test_the_hw_checkpoint_is_rewritten_when_a_high_watermark_moves_and_only_then(data_path):
+    replicas = data_path.replicas
+    checkpoint = replicas._hw_checkpoint.path
+    replicas.checkpoint_high_watermarks()
+    written = checkpoint.stat().st_ino  # each write replaces the file (atomic_write)
+    replicas.checkpoint_high_watermarks()
+    assert checkpoint.stat().st_ino == written  # nothing moved: not rewritten
+    await data_path.produce(produce_body(-1, idempotent_batch(0)), 9)
+    await follower_fetches(data_path, 3)  # the high watermark moves to 3
+    replicas.checkpoint_high_watermarks()
+    assert checkpoint.stat().st_ino != written
+    assert OffsetCheckpointFile(checkpoint).read()[(TOPIC, 0)] == 3
