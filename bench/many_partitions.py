@@ -1,14 +1,19 @@
-"""Many partitions under a small open files limit (issue 15): 3 combined nodes started
+"""Many partitions under a small open files limit (issues 15 and 19): 3 combined nodes started
 under ``ulimit -n`` (default 4096) host TOPICS x PARTITIONS partitions at RF 3, created
 with confluent-kafka's admin client; then every partition must have a leader, one
-message produced to each must be acknowledged (acks=all) and read back.
+message produced to each must be acknowledged (acks=all) and read back.  Then the SIGKILL
+rows: a broker that is not the active controller (every partition it led must have a new
+leader within 10 s; it is restarted and must rejoin every ISR), then the active controller
+(a new one active and every surviving broker's heartbeat answered by it within 3 s).
 
 Prints: creation time and time until every partition is led (must be within 30 s), open
 descriptors, RSS and idle CPU per node, the quorum leader/epoch before and after (must not
-change), produce (acks=all, idempotent) and consume counts and times.  Exits non-zero when a node died or a check failed.
+change), produce (acks=all, idempotent) and consume counts and times, and the kill rows.
+Exits non-zero when a node died or a check failed.
 
     python3 bench/many_partitions.py                    # 20 topics x 1000, ulimit 4096
-    python3 bench/many_partitions.py --topics 2 --partitions 500
+    python3 bench/many_partitions.py --topics 100 --no-produce   # 100,000 partitions
+    python3 bench/many_partitions.py --topics 2 --partitions 500 --hold 60   # py-spy it idle
 """
 
 from __future__ import annotations
@@ -230,6 +235,43 @@ def kill_rows(cluster: LocalCluster, topics: list[str], total: int, failures: li
                         f"after {last_s:.2f}s")
 
 
+def produce_and_consume(cluster: LocalCluster, topics: list[str], per_topic: int, failures: list[str]) -> None:
+    """One message to each partition (acks=all, idempotent), then each read back."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    total = len(topics) * per_topic
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 50,
+                         "message.timeout.ms": 300000})
+    acked = []
+    t1 = time.monotonic()
+    for name in topics:
+        for p in range(per_topic):
+            producer.produce(name, value=f"{name}/{p}".encode(), partition=p,
+                             on_delivery=lambda err, msg: err is None and acked.append(msg.value()))
+            if p % 200 == 0:
+                producer.poll(0)
+    producer.flush(600)
+    producer = None
+    print(f"produced {len(acked)}/{total} acks=all in {time.monotonic() - t1:.1f}s", flush=True)
+    if len(acked) != total:
+        failures.append(f"only {len(acked)}/{total} produced")
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "many",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(name, p, 0) for name in topics for p in range(per_topic)])
+    seen = set()
+    t2 = time.monotonic()
+    while len(seen) < len(acked) and time.monotonic() - t2 < 600:
+        for msg in consumer.consume(1000, 1.0):
+            if not msg.error():
+                seen.add(msg.value())
+    consumer.close()
+    print(f"consumed {len(seen)}/{len(acked)} in {time.monotonic() - t2:.1f}s", flush=True)
+    if seen != set(acked):
+        failures.append(f"consumed {len(seen)} of {len(acked)}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--topics", type=int, default=20)
@@ -241,11 +283,13 @@ def main() -> int:
                     help="a server.properties override for every node (e.g. kraft.gc.freeze.enable=false)")
     ap.add_argument("--no-kill", action="store_true",
                     help="leave out the SIGKILL rows (a broker, then the active controller)")
+    ap.add_argument("--no-produce", action="store_true",
+                    help="leave out producing to and consuming from every partition")
     ap.add_argument("--hold", type=float, default=0,
                     help="seconds to keep the idle cluster before producing (to profile it, e.g. py-spy)")
     args = ap.parse_args()
 
-    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     # As `ulimit -n N`: both limits, inherited by the nodes started below.
@@ -329,36 +373,8 @@ def main() -> int:
                 print(f"holding the idle cluster {args.hold:.0f}s; node pids {pids}", flush=True)
                 time.sleep(args.hold)
 
-            producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
-                                 "enable.idempotence": True, "linger.ms": 50,
-                                 "message.timeout.ms": 300000})
-            acked = []
-            t1 = time.monotonic()
-            for name in topics:
-                for p in range(args.partitions):
-                    producer.produce(name, value=f"{name}/{p}".encode(), partition=p,
-                                     on_delivery=lambda err, msg: err is None and acked.append(msg.value()))
-                    if p % 200 == 0:
-                        producer.poll(0)
-            producer.flush(600)
-            producer = None
-            print(f"produced {len(acked)}/{total} acks=all in {time.monotonic() - t1:.1f}s", flush=True)
-            if len(acked) != total:
-                failures.append(f"only {len(acked)}/{total} produced")
-
-            consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "many",
-                                 "enable.auto.commit": False})
-            consumer.assign([TopicPartition(name, p, 0) for name in topics for p in range(args.partitions)])
-            seen = set()
-            t2 = time.monotonic()
-            while len(seen) < len(acked) and time.monotonic() - t2 < 600:
-                for msg in consumer.consume(1000, 1.0):
-                    if not msg.error():
-                        seen.add(msg.value())
-            consumer.close()
-            print(f"consumed {len(seen)}/{len(acked)} in {time.monotonic() - t2:.1f}s", flush=True)
-            if seen != set(acked):
-                failures.append(f"consumed {len(seen)} of {len(acked)}")
+            if not args.no_produce:
+                produce_and_consume(cluster, topics, args.partitions, failures)
             stats = node_stats(cluster)
             quorum_end = quorum(cluster)
             print(f"after produce/consume: fds/RSS(MiB) per node: {stats}; quorum {quorum_end}", flush=True)

@@ -49,7 +49,7 @@ from kraft.log import LogConfig, LogDir, OffsetCheckpointFile, REPLICATION_OFFSE
 from kraft.log.cleaner import LogCleaner
 from kraft.log.errors import LogConfigError
 from kraft.log.file_cache import SEGMENT_FILES
-from kraft.loop_watchdog import release_frozen
+from kraft.loop_watchdog import replicas_hosted, replicas_removed
 from kraft.metrics.stats import BrokerTopicStats, ReplicaManagerStats
 from kraft.server_config import ServerConfig
 from kraft.storage import parse_uuid_string, read_meta
@@ -328,7 +328,9 @@ class ReplicaManager:
             self._remove(key)
             yield
         if removed:
-            release_frozen()  # the removed replicas may be frozen (kraft.loop_watchdog)
+            replicas_removed(len(removed), len(self.partitions))  # they may be frozen (kraft.loop_watchdog)
+        else:
+            replicas_hosted(len(self.partitions))
         if image.configs is not previous.configs:
             self._update_log_configs(previous, image)
             self.replication_quotas.apply(image)

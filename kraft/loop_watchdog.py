@@ -12,9 +12,16 @@ topics were being created.
 Objects that survive a full collection are long-lived state (the metadata image, the
 replicas), so the watchdog freezes them (``gc.freeze``): later collections skip them and
 cost what changed since.  Frozen objects that become cyclic garbage are not reclaimed
-until they are unfrozen, so the frozen set is released every ``UNFREEZE_INTERVAL_S`` and
-whenever replicas are removed (``release_frozen``); the next full collection then walks
-everything once, as Python's default would every time.
+until they are unfrozen (``release_frozen``), and the next full collection then walks
+everything once, as Python's default would every time.  At 100,000 replicas that is about
+5 million objects and several seconds (issue 19: a release every 10 minutes, on all three
+nodes at once, stalled each for 6-8 s under load and moved the quorum's leadership), so a
+release comes only when garbage may have piled up: once the replicas removed since the
+last release reach a tenth of those hosted (``replicas_removed``), or once the frozen set
+has grown to ``RELEASE_GROWTH`` times its size after the last release and beyond what the
+hosted replicas account for (memory stays within that factor of what is live), at most
+every ``RELEASE_MIN_INTERVAL_S`` for the latter.  A node whose state is steady never stalls
+for it.  The frozen set is counted once a minute: ``gc.get_freeze_count`` walks it.
 ``kraft.gc.freeze.enable=false`` keeps Python's default behaviour.
 """
 
@@ -34,14 +41,44 @@ log = logging.getLogger(__name__)
 TICK_S = 0.25  # well under the stall worth a warning; an idle node wakes for it 4 times a second
 STALL_WARN_S = 0.5  # a quarter of controller.quorum.fetch.timeout.ms's default
 GC_WARN_S = 0.2
-UNFREEZE_INTERVAL_S = 600.0
+RELEASE_GROWTH = 2.0
+RELEASE_FLOOR = 200_000  # frozen objects below which growth alone never releases
+# What a node legitimately holds grows with its replicas (about 50 tracked objects each,
+# measured at 100,000): growth up to this many per hosted replica is not taken for garbage.
+OBJECTS_PER_REPLICA = 60
+RELEASE_MIN_INTERVAL_S = 600.0
+GROWTH_CHECK_S = 60.0  # gc.get_freeze_count() walks the frozen set: not on every tick
+REMOVED_SHARE = 0.1
+
+_removed_since_release = 0
+_releases = 0  # how many releases so far (the watchdog notices one made elsewhere)
+_hosted_replicas = 0
 
 
 def release_frozen() -> None:
-    """Hand the frozen objects back to the collector (replicas were removed: their cycles,
-    if any, are garbage now)."""
-    if gc.get_freeze_count():
-        gc.unfreeze()
+    """Hand the frozen objects back to the collector: their cycles, if any, are reclaimed
+    by the next full collection."""
+    global _removed_since_release, _releases
+    _removed_since_release = 0
+    _releases += 1
+    gc.unfreeze()
+
+
+def replicas_removed(count: int, hosted: int) -> None:
+    """``count`` replicas were removed and ``hosted`` remain: their cycles, if any, are
+    garbage now; release the frozen set once the removed ones since the last release reach
+    a tenth of those hosted."""
+    global _removed_since_release
+    _removed_since_release += count
+    replicas_hosted(hosted)
+    if _removed_since_release >= max(1.0, REMOVED_SHARE * hosted):
+        release_frozen()
+
+
+def replicas_hosted(count: int) -> None:
+    """The node now hosts ``count`` replicas (see ``OBJECTS_PER_REPLICA``)."""
+    global _hosted_replicas
+    _hosted_replicas = count
 
 
 class LoopWatchdog:
@@ -59,7 +96,10 @@ class LoopWatchdog:
 
     async def run(self) -> None:
         gc.callbacks.append(self._on_gc)
-        unfreeze_at = time.monotonic() + UNFREEZE_INTERVAL_S
+        release_not_before = time.monotonic() + RELEASE_MIN_INTERVAL_S
+        frozen_after_release = None  # the frozen set's size at the first check after a release
+        seen_releases = _releases
+        check_at = time.monotonic() + GROWTH_CHECK_S
         self._last_tick = time.monotonic()
         stopped = threading.Event()
         threading.Thread(target=self._watch, args=(threading.get_ident(), stopped),
@@ -80,9 +120,19 @@ class LoopWatchdog:
                 if self._full_collection_done:  # its survivors are long-lived: skip them from now on
                     self._full_collection_done = False
                     gc.freeze()
-                if now >= unfreeze_at:
-                    unfreeze_at = now + UNFREEZE_INTERVAL_S
+                if now < check_at:
+                    continue
+                check_at = now + GROWTH_CHECK_S
+                if seen_releases != _releases:  # released by replicas_removed meanwhile
+                    seen_releases, frozen_after_release = _releases, None
+                frozen = gc.get_freeze_count()
+                if frozen_after_release is None:
+                    frozen_after_release = frozen
+                elif now >= release_not_before and frozen >= RELEASE_GROWTH * max(
+                        frozen_after_release, RELEASE_FLOOR, OBJECTS_PER_REPLICA * _hosted_replicas):
+                    release_not_before = now + RELEASE_MIN_INTERVAL_S
                     release_frozen()
+                    seen_releases, frozen_after_release = _releases, None
         finally:
             stopped.set()
             gc.callbacks.remove(self._on_gc)

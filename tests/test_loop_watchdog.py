@@ -11,7 +11,8 @@ import time
 import pytest
 import trio
 
-from kraft.loop_watchdog import LoopWatchdog, release_frozen
+from kraft import loop_watchdog
+from kraft.loop_watchdog import LoopWatchdog, release_frozen, replicas_hosted, replicas_removed
 
 
 def full_collection_s() -> float:
@@ -64,6 +65,72 @@ async def test_released_objects_are_walked_and_reclaimed_again(long_lived_state)
         release_frozen()  # ...until the replica manager hands the frozen set back
         assert gc.get_freeze_count() == 0
         assert gc.collect(2) >= 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_removed_replicas_release_the_frozen_set_once_they_are_a_tenth_of_those_hosted(long_lived_state):
+    watchdog = LoopWatchdog()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watchdog.run)
+        await trio.sleep(0.15)
+        gc.collect(2)
+        await trio.sleep(0.3)
+        assert gc.get_freeze_count() >= len(long_lived_state)
+        # One replica of 100,000 removed: a full walk of everything is not worth its garbage.
+        replicas_removed(1, 99_999)
+        replicas_removed(8_000, 91_999)
+        assert gc.get_freeze_count() >= len(long_lived_state)
+        replicas_removed(1_500, 90_499)  # 9,501 removed since the last release: over a tenth of 90,499
+        assert gc.get_freeze_count() == 0
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_frozen_set_is_released_when_it_has_doubled_since_the_last_release(long_lived_state, monkeypatch):
+    """Not on a clock: a steady node never pays for a walk over everything it holds; one
+    whose frozen set doubled (garbage piling up in it, or real growth) does, once."""
+    monkeypatch.setattr(loop_watchdog, "RELEASE_MIN_INTERVAL_S", 0.0)
+    monkeypatch.setattr(loop_watchdog, "GROWTH_CHECK_S", 0.0)
+    monkeypatch.setattr(loop_watchdog, "RELEASE_FLOOR", 1)
+    monkeypatch.setattr(loop_watchdog, "_hosted_replicas", 0)
+    watchdog = LoopWatchdog()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watchdog.run)
+        await trio.sleep(0.15)
+        gc.collect(2)
+        await trio.sleep(0.3)
+        frozen = gc.get_freeze_count()
+        assert frozen >= len(long_lived_state)
+        for _ in range(3):  # steady: frozen, and kept so
+            gc.collect(2)
+            await trio.sleep(0.3)
+            assert gc.get_freeze_count() >= frozen
+        more = [{"n": n, "list": [n]} for n in range(len(long_lived_state) * 3 // 2)]  # it more than doubles
+        gc.collect(2)
+        await trio.sleep(0.3)  # frozen at twice the size: released at that tick
+        assert gc.get_freeze_count() == 0
+        del more
+        nursery.cancel_scope.cancel()
+
+
+async def test_growth_that_hosted_replicas_account_for_is_not_taken_for_garbage(long_lived_state, monkeypatch):
+    """A node creating 100,000 replicas grows its frozen set fifty-fold: walking it all
+    then held each node's loop for seconds and moved the quorum's leadership (issue 19)."""
+    monkeypatch.setattr(loop_watchdog, "RELEASE_MIN_INTERVAL_S", 0.0)
+    monkeypatch.setattr(loop_watchdog, "GROWTH_CHECK_S", 0.0)
+    monkeypatch.setattr(loop_watchdog, "RELEASE_FLOOR", 1)
+    watchdog = LoopWatchdog()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watchdog.run)
+        await trio.sleep(0.15)
+        gc.collect(2)
+        await trio.sleep(0.3)
+        frozen = gc.get_freeze_count()
+        replicas_hosted(3 * frozen // loop_watchdog.OBJECTS_PER_REPLICA)  # the replicas it now holds
+        more = [{"n": n, "list": [n]} for n in range(len(long_lived_state) * 3 // 2)]
+        gc.collect(2)
+        await trio.sleep(0.3)
+        assert gc.get_freeze_count() >= frozen  # still frozen: what it holds accounts for it
+        del more
         nursery.cancel_scope.cancel()
 
 
