@@ -218,3 +218,28 @@ async def test_the_hw_checkpoint_is_rewritten_when_a_high_watermark_moves_and_on
     replicas.checkpoint_high_watermarks()
     assert checkpoint.stat().st_ino != written
     assert OffsetCheckpointFile(checkpoint).read()[(TOPIC, 0)] == 3
+
+
+def test_replicas_of_a_deleted_topic_or_moved_away_are_removed_and_no_others(tmp_path):
+    replicas = ReplicaManager(LEADER, server_config(tmp_path, node_id=LEADER))
+
+    def reg(*brokers):
+        return PartitionRegistration(replicas=brokers, isr=brokers, leader=brokers[0], leader_epoch=0,
+                                     partition_epoch=0)
+
+    def image(offset, *topics):
+        return MetadataImage(offset=offset, topics_by_name=frozen_map({t.name: t for t in topics}),
+                             topics_by_id=frozen_map({t.id: t for t in topics}))
+
+    doomed = TopicImage("doomed", uuid.UUID(int=1), frozen_map({0: reg(LEADER, FOLLOWER), 1: reg(FOLLOWER, LEADER)}))
+    kept = TopicImage("kept", uuid.UUID(int=2), frozen_map({0: reg(LEADER), 1: reg(LEADER)}))
+    first = image(1, doomed, kept)
+    replicas.on_image(EMPTY_IMAGE, first)
+    assert set(replicas.partitions) == {("doomed", 0), ("doomed", 1), ("kept", 0), ("kept", 1)}
+    second = image(2, kept)  # "doomed" deleted; "kept" the same object: not looked at again
+    replicas.on_image(first, second)
+    assert set(replicas.partitions) == {("kept", 0), ("kept", 1)}
+    moved = TopicImage("kept", kept.id, frozen_map({0: reg(LEADER), 1: reg(FOLLOWER)}))  # kept-1 moved away
+    replicas.on_image(second, image(3, moved))
+    assert set(replicas.partitions) == {("kept", 0)}
+    replicas.close()
