@@ -190,6 +190,63 @@ def json_identities(k: int = 0, p: int = 0) -> tuple[list[Op], dict]:
     return b.ops, {"inconsistent-offsets": [[s, q]], "unexpected": [[q]], "unseen": [[s]]}
 
 
+def negative_zero(k: int = 0, p: int = 0) -> tuple[list[Op], dict]:
+    """``-0.0`` and ``0.0`` as one value, as Clojure's ``=`` has them (and Python's):
+    keys ``k`` and ``k + 1`` send one and read back the other, which is clean; on key
+    ``k + 2`` a send of ``0`` read back as ``-0.0`` is not (an integer is never a float).
+    (The inconsistent offset lists its operations in the order of its values' reprs.)"""
+    b = Builder()
+    b.send(p, k, 0.0, 0)
+    b.poll(p + 1, {k: [[0, -0.0]]})
+    b.send(p, k + 1, -0.0, 0)
+    b.poll(p + 1, {k + 1: [[0, 0.0]]})
+    s = b.send(p + 2, k + 2, 0, 0)
+    q = b.poll(p + 3, {k + 2: [[0, -0.0]]})
+    return b.ops, {"inconsistent-offsets": [[q, s]], "unexpected": [[q]], "unseen": [[s]]}
+
+
+def exponent_zeros(text: str) -> str:
+    """A JSON value text with every ``-0.0`` and ``0.0`` written with an exponent, as
+    other JSON writers may write them (same values)."""
+    return text.replace("-0.0", "-0.0e0").replace(",0.0", ",0.0E0").replace("[0.0", "[0.0E0")
+
+
+def nested_floats(k: int = 0, p: int = 0) -> tuple[list[Op], dict]:
+    """Floats, booleans and -0.0 inside list and map values follow the rule of top-level
+    values: on key ``k`` values read back equal (a map's names in another order, one of
+    them of digits, -0.0 for 0.0), which is clean; on keys ``k + 1`` .. ``k + 3`` a send of ``[1, 1]``, ``[1]``
+    and ``{"a": [0]}`` read back as ``[1, 1.0]``, ``[true]`` and ``{"a": [0.0]}``.
+    (An inconsistent offset lists its operations in the order of its values' reprs.)"""
+    b = Builder()
+    b.send(p, k, [1, 1.0], 0)
+    b.send(p, k, {"b": [0.0, True], "a": 1, "7": None}, 1)
+    b.poll(p + 1, {k: [[0, [1, 1.0]], [1, {"7": None, "a": 1, "b": [-0.0, True]}]]})
+    expected: dict = {}
+    for j, (sent, read) in enumerate((([1, 1], [1, 1.0]), ([1], [True]),
+                                      ({"a": [0]}, {"a": [0.0]}))):
+        s = b.send(p + 2, k + 1 + j, sent, 0)
+        q = b.poll(p + 3, {k + 1 + j: [[0, read]]})
+        io = [s, q] if repr(sent) < repr(read) else [q, s]
+        for kind, ops in (("inconsistent-offsets", io), ("unexpected", [q]),
+                          ("unseen", [s])):
+            expected.setdefault(kind, []).append(ops)
+    return b.ops, expected
+
+
+def string_and_integer_keys(p: int = 0) -> tuple[list[Op], dict]:
+    """The partition keys ``"3"`` and ``3`` are two partitions (as ``"3"`` and ``3`` are
+    two values), though a poll's JSON object names both ``"3"``: read back from JSON a
+    name of digits is the integer key (``history.decode_value``), so the send to ``"3"``
+    is never read (unseen), the one to ``3`` is; the string key ``"x"`` reads back as
+    itself (clean)."""
+    b = Builder()
+    s = b.send(p, "3", "a", 0)
+    b.send(p, 3, "b", 0)
+    b.send(p, "x", "c", 0)
+    b.poll(p + 1, {3: [[0, "b"]], "x": [[0, "c"]]})
+    return b.ops, {"unseen": [[s]]}
+
+
 def shown(result: dict) -> dict:
     """The anomalies of a queue result as ``{type: [[invoke indexes], ...]}``."""
     return {k: sorted([o["invoke-index"] for o in a["ops"]] for a in v["examples"])

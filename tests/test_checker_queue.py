@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from test_checker_histories import (
     SCENARIOS,
     Builder,
     all_scenarios,
     clean,
+    exponent_zeros,
     json_identities,
+    negative_zero,
+    nested_floats,
     shown,
+    string_and_integer_keys,
 )
 
 from jepsen.checkers import ANOMALIES, check_queue
 from jepsen.checkers.queue import SendRec, check_partition, fatal_types
 from jepsen.checkers.synth import queue_history
-from jepsen.history import Op
+from jepsen.history import Op, decode_value, encode_value
 
 
 def test_every_anomaly_has_a_scenario():
@@ -81,6 +87,32 @@ def test_one_and_one_point_zero_and_true_are_different_values():
     io = r["anomalies"]["inconsistent-offsets"]["examples"][0]
     assert io["values"] == [1, 1.0] and [type(v) for v in io["values"]] == [int, float]
     assert r["anomalies"]["unexpected"]["examples"][0]["value"] == 1.0
+
+
+def test_negative_zero_is_zero():
+    ops, expected = negative_zero()
+    assert shown(check_queue(ops)) == expected
+    reread = [dataclasses.replace(o, value=decode_value(exponent_zeros(encode_value(o.value))))
+              for o in ops]
+    assert shown(check_queue(reread)) == expected
+
+
+def test_floats_inside_values_follow_the_top_level_rule():
+    ops, expected = nested_floats()
+    assert shown(check_queue(ops)) == expected
+    # as read back from JSON, where the map's name "7" is the integer 7
+    r = check_queue([dataclasses.replace(o, value=decode_value(encode_value(o.value)))
+                     for o in ops])
+    assert shown(r) == expected
+    io = r["anomalies"]["inconsistent-offsets"]["examples"]
+    assert [x["values"] for x in io] == [[[1, 1.0], [1, 1]], [[1], [True]],
+                                         [{"a": [0.0]}, {"a": [0]}]]
+
+
+def test_string_and_integer_keys_are_two_partitions():
+    ops, expected = string_and_integer_keys()
+    r = check_queue(ops)
+    assert shown(r) == expected and r["partitions"] == 3
 
 
 def test_reassignment_between_polls_excuses_a_skip():

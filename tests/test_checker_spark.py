@@ -13,13 +13,28 @@ pytest.importorskip("pyspark")
 
 from checker_helpers import as_json, followed_by  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
-from test_checker_histories import all_scenarios, json_identities, reg, shown  # noqa: E402
+from test_checker_histories import (  # noqa: E402
+    all_scenarios,
+    exponent_zeros,
+    json_identities,
+    negative_zero,
+    nested_floats,
+    reg,
+    shown,
+    string_and_integer_keys,
+)
 
 from jepsen.__main__ import main  # noqa: E402
 from jepsen.checkers import check, check_linearizable, check_queue  # noqa: E402
 from jepsen.checkers.spark import spark_check_linearizable, spark_check_queue  # noqa: E402
 from jepsen.checkers.synth import queue_history, register_history  # noqa: E402
-from jepsen.history import Op, write_history  # noqa: E402
+from jepsen.history import (  # noqa: E402
+    Op,
+    parquet_schema,
+    read_history,
+    to_columns,
+    write_history,
+)
 
 
 def _combined() -> tuple[list[Op], dict]:
@@ -55,6 +70,42 @@ def test_one_and_one_point_zero_and_true_are_different_values(spark):
     rs = spark_check_queue(spark, ops)
     assert shown(rs) == expected
     assert as_json(rs) == as_json(check_queue(ops))
+
+
+def _both_paths(spark, ops: list[Op], path, rewrite=None) -> dict:
+    """Checks the history file of ``ops`` on both paths (its value texts passed through
+    ``rewrite``), asserts they agree, and returns the result."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cols = to_columns(ops)
+    if rewrite is not None:
+        cols["value"] = [rewrite(v) for v in cols["value"]]
+    pq.write_table(pa.Table.from_pydict(cols, schema=parquet_schema()), path)
+    rs = spark_check_queue(spark, path)
+    rp = check_queue(read_history(path))
+    assert as_json(rs) == as_json(rp)
+    return rp
+
+
+@pytest.mark.parametrize("rewrite", [None, exponent_zeros])
+def test_negative_zero_is_zero_on_both_paths(spark, tmp_path, rewrite):
+    """Written ``-0.0`` a JSON number is a decimal to Spark, which has no -0; written
+    ``-0.0e0`` a double, whose text keeps the sign."""
+    ops, expected = negative_zero()
+    assert shown(_both_paths(spark, ops, tmp_path / "h.parquet", rewrite)) == expected
+
+
+def test_floats_inside_values_on_both_paths(spark, tmp_path):
+    ops, expected = nested_floats()
+    assert shown(_both_paths(spark, ops, tmp_path / "h.parquet")) == expected
+
+
+def test_string_and_integer_keys_on_both_paths(spark, tmp_path):
+    ops, expected = string_and_integer_keys()
+    r = _both_paths(spark, ops, tmp_path / "h.parquet")
+    assert shown(r) == expected
+    assert r["partitions"] == 3
 
 
 def test_a_completion_without_invocation_does_not_stretch_the_time_grid(spark):

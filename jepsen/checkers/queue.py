@@ -331,8 +331,9 @@ def _h(v: Any) -> Any:
         return ("__float__", v)
     if isinstance(v, list):
         return ("__list__", tuple(_h(x) for x in v))
-    if isinstance(v, dict):
-        return ("__dict__", tuple(sorted((k, _h(x)) for k, x in v.items())))
+    if isinstance(v, dict):  # names read back from JSON may be ints and strings
+        return ("__dict__", tuple(sorted(((k, _h(x)) for k, x in v.items()),
+                                         key=lambda kx: (isinstance(kx[0], str), kx[0]))))
     return v
 
 

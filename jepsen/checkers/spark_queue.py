@@ -20,6 +20,7 @@ single-process path, so both paths report the same thing.
 
 from __future__ import annotations
 
+import decimal
 import json
 import pickle
 from typing import Any
@@ -65,24 +66,72 @@ def _messages(text):
             .otherwise(F.array().cast("array<variant>")))
 
 
-def _value_text(v):
-    """A message value's identity: its canonical JSON text, except that a number written
-    with a fraction or an exponent is a float, told from every integer as EDN tells
-    them (the variant's own text writes ``1.0`` as ``1``): its double's text (``1.0``,
-    ``1.0E20``), one text per double as Python's float equality has it."""
+def _value_cols(v):
+    """A message value's identity, as two columns ``(value, nested)``.
+
+    Values are told apart as Jepsen's EDN values are (and the pure path, ``queue._h``):
+    ``1``, ``1.0`` and ``true`` are three values, ``-0.0`` and ``0.0`` one (as Clojure's
+    ``=`` has them), and a list or map holds its items by the same rule.
+
+    A scalar's identity is ``value``, a text: its canonical JSON, except that a number
+    written with a fraction or an exponent is a float, told from every integer (the
+    variant's own text writes ``1.0`` as ``1``): its double's text (``1.0``,
+    ``1.0E20``), one text per double as Python's float equality has it.  JSON's
+    ``-0.0`` is the decimal 0 to Spark, but ``-0.0e0`` a double whose text keeps the
+    sign: the sum with ``0.0`` drops it.  A list or map (rare as a queue value) has no
+    SQL text that keeps its items' floats (``to_json`` writes ``[1, 1.0]`` as ``[1,1]``),
+    so it travels as the variant ``nested``, whose decimals keep their scale, with a
+    null ``value``: the analysing worker writes its text (``_nested_text``).
+    """
     from pyspark.sql import functions as F
 
     kind = F.schema_of_variant(v)
-    return F.when(kind.startswith("DECIMAL") | (kind == "DOUBLE"),
-                  F.variant_get(v, "$", "double").cast("string")).otherwise(F.to_json(v))
+    container = kind.startswith("ARRAY") | kind.startswith("OBJECT")
+    number = kind.startswith("DECIMAL") | (kind == "DOUBLE")
+    double = F.variant_get(v, "$", "double") + F.lit(0.0)
+    text = (F.when(container, F.lit(None).cast("string"))
+            .when(number, double.cast("string")).otherwise(F.to_json(v)))
+    return text.alias("value"), F.when(container, v).alias("nested")
 
 
-def _key_text(v):
-    """A partition key as a poll's JSON object names it: a string bare, else JSON."""
+def _nested_text(x: Any) -> str:
+    """The text of a list or map value in ``VariantVal.toPython``'s form: canonical
+    JSON, names sorted, a float (a ``float``, or a ``Decimal`` with a fraction) written
+    as Python writes the float, ``-0.0`` as ``0.0``, so never as an integer."""
+    if isinstance(x, bool) or x is None or isinstance(x, str):
+        return json.dumps(x)
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, decimal.Decimal):
+        return str(int(x)) if x.as_tuple().exponent >= 0 else repr(float(x) + 0.0)
+    if isinstance(x, float):
+        return repr(x + 0.0)
+    if isinstance(x, list):
+        return "[" + ",".join(_nested_text(y) for y in x) + "]"
+    if isinstance(x, dict):
+        return "{" + ",".join(f"{json.dumps(k)}:{_nested_text(x[k])}" for k in sorted(x)) + "}"
+    return repr(x)  # dates and the like: no JSON value reads as one
+
+
+def _send_key(v):
+    """The partition key of a message (a variant) as the rows name it: a string ``s``
+    as ``'"' + s``, told from the number of the same digits (``"3"`` and ``3`` are two
+    partitions, as on the pure path), anything else as its JSON text."""
     from pyspark.sql import functions as F
 
     text = F.to_json(v)
-    return F.when(text.startswith('"'), F.variant_get(v, "$", "string")).otherwise(text)
+    return F.when(text.startswith('"'),
+                  F.concat(F.lit('"'), F.variant_get(v, "$", "string"))).otherwise(text)
+
+
+def _poll_key(name):
+    """A poll's partition key (a name of its JSON object) as the rows name it: a name of
+    digits is the integer, as ``history.decode_value`` reads it back; any other name
+    the string."""
+    from pyspark.sql import functions as F
+
+    integer = F.coalesce(name.try_cast("decimal(38,0)").cast("string"), name)
+    return F.when(name.rlike("^-?[0-9]+$"), integer).otherwise(F.concat(F.lit('"'), name))
 
 
 def rows_frame(paired):
@@ -90,7 +139,7 @@ def rows_frame(paired):
     ``queue_arrays.Rows`` (``type``: 0 ok, 1 fail, 2 info) and the ``key``.
 
     ``paired`` is a ``paired_frame`` with the ``reset`` column of ``queue.RESET_FS``.
-    A value is compared by ``_value_text``, the same on both sides.
+    A value is compared by ``_value_cols``, the same on both sides.
     """
     from pyspark.sql import functions as F
 
@@ -113,21 +162,21 @@ def rows_frame(paired):
     ack = _at(F.get(c("acks"), c("pos")), "$[1]")  # [offset, value] when acknowledged
     acked = _pair(ack)
     messages = sent.select(
-        _key_text(_at("m", "$[0]")).alias("key"),
+        _send_key(_at("m", "$[0]")).alias("key"),
         F.lit(queue_arrays.SEND).cast("byte").alias("src"), *common, "type", "pos",
         F.when(acked, _long(_at(ack, "$[0]"))).alias("offset"),
-        _value_text(F.when(acked, _at(ack, "$[1]")).otherwise(_at("m", "$[1]")))
-        .alias("value"), "reset")
+        *_value_cols(F.when(acked, _at(ack, "$[1]")).otherwise(_at("m", "$[1]"))), "reset")
     polls = ops.filter((c("f") == "poll") & ok).select(
         *common, "reset",
         F.explode(F.from_json("c_value", "map<string,array<array<variant>>>"))
-        .alias("key", "pairs"))
+        .alias("name", "pairs"))
     reads = polls.select(
-        "key", *common, "reset", F.posexplode("pairs").alias("pos", "pair")).select(
+        _poll_key(c("name")).alias("key"), *common, "reset",
+        F.posexplode("pairs").alias("pos", "pair")).select(
         "key", F.lit(queue_arrays.READ).cast("byte").alias("src"), *common,
         F.lit(queue_arrays.OK).cast("byte").alias("type"), "pos",
-        _long(F.get(c("pair"), 0)).alias("offset"),
-        _value_text(F.get(c("pair"), 1)).alias("value"), "reset")
+        _long(F.get(c("pair"), 0)).alias("offset"), *_value_cols(F.get(c("pair"), 1)),
+        "reset")
     return messages.unionByName(reads)
 
 
@@ -162,16 +211,26 @@ def _columns(table) -> queue_arrays.Rows:
         col = pc.cast(table.column(name), pa.int64())
         return pc.fill_null(col, int(queue_arrays.NULL)).to_numpy()
 
-    def codes(name):
-        col = table.column(name).combine_chunks()
+    def codes(col):
         return col.dictionary_encode(null_encoding="encode").indices.to_numpy() \
             .astype(np.int64)
 
+    values = table.column("value").combine_chunks()
+    nested = table.column("nested").combine_chunks()
+    if nested.null_count < len(nested):  # lists and maps: their texts are written here
+        from pyspark.sql.types import VariantVal
+
+        mask = nested.is_valid()
+        texts = [_nested_text(VariantVal(x["value"], x["metadata"]).toPython())
+                 for x in nested.filter(mask).to_pylist()]
+        values = pc.replace_with_mask(values, mask, pa.array(texts, pa.string()))
+
     return queue_arrays.Rows(
-        src=longs("src"), proc=codes("proc"), i_index=longs("i_index"),
+        src=longs("src"), proc=codes(table.column("proc").combine_chunks()),
+        i_index=longs("i_index"),
         i_time=longs("i_time"), c_index=longs("c_index"), c_time=longs("c_time"),
         type=longs("type"), pos=longs("pos"), offset=longs("offset"),
-        value=codes("value"), reset=longs("reset"))
+        value=codes(values), reset=longs("reset"))
 
 
 def check(paired, t0: int, bucket_ns: int, sub_via: str | None, max_examples: int,
@@ -257,8 +316,8 @@ def _rank(w: dict, key: str) -> tuple:
 
 
 def _text(v: Any) -> str:
-    """A key as the rows hold it (``_key_text``): strings bare, the rest as JSON."""
-    return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
+    """A key as the rows name it (``_send_key``, ``_poll_key``)."""
+    return '"' + v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
 
 
 class _Ops:
