@@ -191,7 +191,7 @@ def kill_rows(cluster: LocalCluster, topics: list[str], total: int, failures: li
         failures.append(f"partitions of the killed broker {victim} got new leaders only after {new_leaders_s:.1f}s")
     t1 = time.monotonic()
     cluster.start(victim)
-    wait_until(lambda: replicas_hosted(cluster).get(victim, -1) >= total, timeout_s=900, interval_s=2,
+    wait_until(lambda: replicas_hosted(cluster).get(victim, -1) >= total, timeout_s=900, interval_s=5,
                what=f"node {victim} hosting its {total} replicas again")
     hosted_s = time.monotonic() - t1
 
@@ -354,7 +354,7 @@ def main() -> int:
                 hosted = replicas_hosted(cluster)
                 if all(n >= total for n in hosted.values()):
                     break
-                time.sleep(2)
+                time.sleep(5)  # DescribeLogDirs of every replica is work for each node
             print(f"every replica created after {time.monotonic() - t0:.1f}s: {hosted}", flush=True)
             quorum_after = quorum(cluster)
             print(f"quorum (leader, epoch) before {quorum_before}, after creation {quorum_after}", flush=True)

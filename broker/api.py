@@ -126,7 +126,7 @@ class BrokerApi:
         if api == "DescribeCluster":
             return self.describe_cluster(body, listener)
         if api == "DescribeLogDirs":
-            results = self.data.replicas.describe_log_dirs(body["topics"])
+            results = await self.data.replicas.describe_log_dirs(body["topics"])
             return {"error_code": 0, "results": results}
         if api == "DescribeProducers":
             return describe_producers(self.data.replicas, body)
