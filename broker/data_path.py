@@ -351,8 +351,8 @@ class DataPath:
             quota = None
         limit = min(max_bytes, p["partition_max_bytes"])
         try:
-            result = partition.log.read(fetch_offset, limit, max_offset=max_offset,
-                                        min_one_batch=True, load_bytes=not self.sendfile)
+            result = partition.log.read(fetch_offset, limit, max_offset=max_offset, min_one_batch=True,
+                                        load_bytes=not (self.sendfile and FileRecords.available()))
         except OffsetOutOfRangeError:
             return failed(ErrorCode.OFFSET_OUT_OF_RANGE)
         if limit <= 0 or not result.size:

@@ -27,6 +27,11 @@ log = logging.getLogger(__name__)
 
 # Bytes per sendfile call at most: a large hole yields to other tasks between calls.
 SENDFILE_CHUNK_BYTES = 1 << 20
+# FileRecords open at once in this process, across every response not yet sent.  Past it
+# a fetch reads its records into memory: one consumer fetch over 20,000 partitions held a
+# descriptor for each, the node ran out of them, and its Raft log could not reopen a
+# segment (EMFILE) and the node died.
+MAX_OPEN = 256
 
 
 class ZeroCopyStats:
@@ -51,12 +56,19 @@ class FileRecords(SplicedRecords):
     (closed once sent, or when dropped)."""
 
     __slots__ = ("fd", "position")
+    open_count = 0  # in this process (see MAX_OPEN)
 
     def __init__(self, path: os.PathLike, position: int, size: int):
         super().__init__(size)
         self.position = position
         self.fd: int | None = None  # so __del__ has nothing to close if the open fails
         self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        FileRecords.open_count += 1
+
+    @staticmethod
+    def available() -> bool:
+        """Whether a fetch may open another (``MAX_OPEN``)."""
+        return FileRecords.open_count < MAX_OPEN
 
     def read(self) -> bytes:
         """The bytes, copied into memory (for a stream sendfile cannot write to)."""
@@ -69,6 +81,7 @@ class FileRecords(SplicedRecords):
     def close(self) -> None:
         fd, self.fd = self.fd, None
         if fd is not None:
+            FileRecords.open_count -= 1
             os.close(fd)
 
     def __del__(self):  # a response dropped unsent (its connection closed)

@@ -243,3 +243,31 @@ def test_replicas_of_a_deleted_topic_or_moved_away_are_removed_and_no_others(tmp
     replicas.on_image(second, image(3, moved))
     assert set(replicas.partitions) == {("kept", 0)}
     replicas.close()
+
+
+async def test_a_fetch_over_many_partitions_holds_at_most_max_open_descriptors(many_path, monkeypatch):
+    """Past ``file_records.MAX_OPEN`` a fetch reads records into memory: a consumer fetching
+    20,000 partitions once held a descriptor for each, and the node ran out of them."""
+    from broker import file_records
+
+    monkeypatch.setattr(file_records, "MAX_OPEN", 5)
+    for i in range(MANY):
+        await many_path.produce(produce_to(i), 9)
+    consumer_fetch = {  # from the follower: a consumer would see nothing above the high watermark
+        "replica_id": FOLLOWER, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+        "topics": [{"topic": TOPIC, "topic_id": TOPIC_ID, "partitions": [{
+            "partition": i, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+            "log_start_offset": -1, "partition_max_bytes": 1 << 20} for i in range(MANY)]}]}
+    copied = await many_path.fetch(consumer_fetch, 12)  # sendfile off: every record in memory
+    many_path.sendfile = True
+    before = file_records.FileRecords.open_count
+    spliced = await many_path.fetch(consumer_fetch, 12)
+    records = [p["records"] for p in spliced["responses"][0]["partitions"]]
+    assert sum(isinstance(r, file_records.FileRecords) for r in records) == 5
+    assert file_records.FileRecords.open_count == before + 5
+    assert [r.read() if isinstance(r, file_records.FileRecords) else bytes(r) for r in records] == \
+        [bytes(p["records"]) for p in copied["responses"][0]["partitions"]]
+    for r in records:
+        if isinstance(r, file_records.FileRecords):
+            r.close()
+    assert file_records.FileRecords.open_count == before
