@@ -377,7 +377,7 @@ def main() -> int:
                 produce_and_consume(cluster, topics, args.partitions, failures)
             stats = node_stats(cluster)
             quorum_end = quorum(cluster)
-            print(f"after produce/consume: fds/RSS(MiB) per node: {stats}; quorum {quorum_end}", flush=True)
+            print(f"{'after produce/consume' if not args.no_produce else 'before the kill rows'}: fds/RSS(MiB) per node: {stats}; quorum {quorum_end}", flush=True)
             if set(quorum_end.values()) != set(quorum_before.values()):
                 failures.append(f"the controller leadership changed: {quorum_before} -> {quorum_end}")
             dead = [i for i, n in cluster.nodes.items() if not n.running]
