@@ -606,6 +606,43 @@ def test_session_expiry_moves_leadership():
     assert (p.leader, p.leader_epoch, p.isr) == (2, 1, (2,))
 
 
+def test_a_broker_in_many_isrs_is_fenced_in_batches_one_per_tick(monkeypatch):
+    """At most FENCE_BATCH partition changes per controller event: a broker in 66,000 ISRs
+    made one event of 66,000 records that held every node's loop for seconds (issue 19).
+    The rest follow, a batch per tick, until the broker is in no ISR and leads nothing;
+    a controller that takes over part-way finishes the job."""
+    from metadata.controller import cluster
+
+    monkeypatch.setattr(cluster, "FENCE_BATCH", 2)
+    h = Harness()
+    h.add_brokers({1: None, 2: None})
+    h.create_topic("t", assignments=[{"partition_index": i, "broker_ids": [1, 2]} for i in range(7)],
+                   num_partitions=-1, rf=-1)
+    h.tick(0)
+
+    def involving_1():
+        return [i for i, p in h.ctl.image.topic("t").partitions.items() if 1 in p.isr or p.leader == 1]
+
+    assert len(involving_1()) == 7
+    h.now_ms += 9000
+    h.heartbeat(2)
+    names = [r.name for r in h.tick().records]
+    assert names.count("PartitionChangeRecord") == 2 and "FenceBrokerRecord" in names
+    assert len(involving_1()) == 5
+    h.heartbeat(2)
+    h.tick(100)
+    assert len(involving_1()) == 3
+    h.ctl.on_leader_change(NODE_ID, h.epoch + 1, next_offset=h.log_end)  # a new active controller
+    h.heartbeat(2)
+    h.tick(100)
+    assert len(involving_1()) == 1
+    h.heartbeat(2)
+    h.tick(100)
+    assert involving_1() == []
+    assert [r.name for r in h.tick(100).records if r.name == "PartitionChangeRecord"] == []
+    assert all(p.leader == 2 and p.isr == (2,) for p in h.ctl.image.topic("t").partitions.values())
+
+
 def test_new_active_controller_gives_every_broker_a_fresh_session():
     h = Harness()
     h.add_brokers({1: None})

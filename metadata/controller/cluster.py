@@ -28,6 +28,7 @@ from __future__ import annotations
 from kraft.protocol.error_codes import ErrorCode
 from metadata.controller.common import ApiError, ControllerContext, Txn
 from metadata.controller.elections import broker_leaving, elect_leaderless, partitions_led_by
+from metadata.controller.sessions import BrokerSessions
 from metadata.image import BrokerRegistration, ControllerRegistration, Endpoint, FeatureRange
 from metadata.serde import make
 
@@ -126,7 +127,7 @@ def broker_heartbeat(ctx: ControllerContext, txn: Txn, version: int, req: dict, 
             txn.add(make("UnfenceBrokerRecord", id=broker_id, epoch=b.epoch))
             txn.add(*elect_leaderless(txn.image, broker_id, unclean))
     elif want_fence:
-        fence(txn, b, unclean)
+        fence(txn, b, unclean, ctx.sessions)
     elif req["want_shut_down"] or b.in_controlled_shutdown:
         before = len(txn.records)
         if not b.in_controlled_shutdown:
@@ -151,10 +152,43 @@ def broker_heartbeat(ctx: ControllerContext, txn: Txn, version: int, req: dict, 
     }
 
 
-def fence(txn: Txn, b: BrokerRegistration, unclean: bool) -> None:
-    """Leadership and ISR changes for ``b`` going away, then its FenceBrokerRecord."""
-    txn.add(*broker_leaving(txn.image, b.id, unclean))
+# Partition changes one controller event writes for a broker being fenced; the rest follow,
+# as many per tick (``continue_fencing``).  A broker in 66,000 ISRs (100,000 partitions x
+# RF 3 on 3 brokers) made one event of 66,000 records: building, committing and replaying
+# them held every node's loop for seconds, past the quorum's fetch timeout, and the
+# leadership went back and forth (issue 19).  Kafka writes them in one event too, but its
+# controller is not on the same thread as the quorum's timers.
+FENCE_BATCH = 4000
+
+
+def fence(txn: Txn, b: BrokerRegistration, unclean: bool, sessions: BrokerSessions | None = None) -> None:
+    """Leadership and ISR changes for ``b`` going away, then its FenceBrokerRecord.  With
+    ``sessions``, at most ``FENCE_BATCH`` changes now and the rest by ``continue_fencing``."""
+    changes = broker_leaving(txn.image, b.id, unclean, limit=FENCE_BATCH if sessions is not None else None)
+    txn.add(*changes)
     txn.add(make("FenceBrokerRecord", id=b.id, epoch=b.epoch))
+    if sessions is not None and len(changes) >= FENCE_BATCH:
+        sessions.leaving.add(b.id)
+
+
+def continue_fencing(ctx: ControllerContext, txn: Txn) -> None:
+    """The next ``FENCE_BATCH`` changes for each fenced broker still in an ISR; a newly
+    active controller looks at every fenced broker once (its predecessor may have been
+    part-way through)."""
+    sessions = ctx.sessions
+    if not sessions.leaving_checked:
+        sessions.leaving_checked = True
+        sessions.leaving.update(b.id for b in txn.image.brokers.values() if b.fenced)
+    for broker_id in sorted(sessions.leaving):
+        b = txn.image.broker(broker_id)
+        if b is None or not b.fenced:  # unregistered, or back
+            sessions.leaving.discard(broker_id)
+            continue
+        changes = broker_leaving(txn.image, broker_id, ctx.config.unclean_leader_election_enable,
+                                 limit=FENCE_BATCH)
+        txn.add(*changes)
+        if len(changes) < FENCE_BATCH:
+            sessions.leaving.discard(broker_id)
 
 
 def unregister_broker(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:
@@ -185,4 +219,4 @@ def expire_sessions(ctx: ControllerContext, txn: Txn, now_ms: int) -> None:
         if b.fenced:
             continue
         if not ctx.sessions.has_valid_session(broker_id, now_ms):
-            fence(txn, b, ctx.config.unclean_leader_election_enable)
+            fence(txn, b, ctx.config.unclean_leader_election_enable, ctx.sessions)

@@ -93,9 +93,10 @@ def change_partition(
 
 
 def broker_leaving(
-    image: MetadataImage, broker_id: int, unclean_default: bool
+    image: MetadataImage, broker_id: int, unclean_default: bool, limit: int | None = None
 ) -> list[MetadataRecord]:
-    """Changes for every partition ``broker_id`` is in the ISR of, as it goes away."""
+    """Changes for every partition ``broker_id`` is in the ISR of, as it goes away (the
+    first ``limit`` of them, when given)."""
     leaving = frozenset({broker_id})
     out = []
     for topic in _topics(image):
@@ -108,6 +109,8 @@ def broker_leaving(
             rec = change_partition(image, topic.id, index, part, leaving=leaving, unclean=unclean)
             if rec is not None:
                 out.append(rec)
+                if limit is not None and len(out) >= limit:
+                    return out
     return out
 
 

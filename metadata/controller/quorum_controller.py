@@ -246,6 +246,7 @@ class QuorumController:
             return self._result(Txn(self._working, self._next_offset), None)
         txn = self._new_txn()
         self.sessions.start(self._working.brokers, now_ms)  # a fresh session after failover
+        cluster.continue_fencing(self._context, txn)  # before: a broker fenced now waits a tick
         cluster.expire_sessions(self._context, txn, now_ms)
         if self.config.auto_leader_rebalance_enable:
             if self._last_rebalance_ms is None:

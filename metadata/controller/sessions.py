@@ -23,6 +23,10 @@ class BrokerSessions:
         self._last_contact_ms: dict[int, int] = {}
         self._metadata_offsets: dict[int, int] = {}  # last reported by each broker
         self.controlled_shutdown_offset: dict[int, int] = {}  # where its leaderships moved
+        # Fenced brokers whose partitions are still being moved off, a batch per tick
+        # (``cluster.continue_fencing``); a newly active controller checks every fenced one.
+        self.leaving: set[int] = set()
+        self.leaving_checked = False
 
     def start(self, broker_ids: Iterable[int], now_ms: int) -> None:
         """A session from ``now_ms`` for each broker that has none (after a failover)."""
@@ -35,11 +39,14 @@ class BrokerSessions:
             self._metadata_offsets[broker_id] = metadata_offset
 
     def forget(self, broker_id: int) -> None:
+        self.leaving.discard(broker_id)
         self._last_contact_ms.pop(broker_id, None)
         self._metadata_offsets.pop(broker_id, None)
         self.controlled_shutdown_offset.pop(broker_id, None)
 
     def clear(self) -> None:
+        self.leaving.clear()
+        self.leaving_checked = False
         self._last_contact_ms.clear()
         self._metadata_offsets.clear()
         self.controlled_shutdown_offset.clear()
