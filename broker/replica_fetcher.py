@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import trio
 
-from broker.data_path import whole_batches_prefix
+from broker.data_path import FETCH_STEP, whole_batches_prefix
 from broker.fetch_session import FetchSessionHandler
 from broker.partition_state_types import EpochEndOffset
 from broker.replica_manager import ReplicaManager
@@ -195,9 +195,13 @@ class ReplicaFetcherManager:
                                               ErrorCode.INVALID_FETCH_SESSION_EPOCH)
         sent = current
         progressed = True
+        handled = 0
         for topic in response["responses"]:
             name = names.get(topic["topic_id"])
             for resp in topic["partitions"]:
+                handled += 1
+                if handled % FETCH_STEP == 0:
+                    await trio.sleep(0)  # an answer for 33,000 partitions: let the quorum's timers run
                 item = sent.get((name, resp["partition_index"]))
                 if item is None:
                     continue
