@@ -68,14 +68,28 @@ async def test_released_objects_are_walked_and_reclaimed_again(long_lived_state)
         nursery.cancel_scope.cancel()
 
 
+@pytest.fixture
+def release_when_grown(monkeypatch):
+    """Growth checked at every tick, with no floor and no minimum interval."""
+    monkeypatch.setattr(loop_watchdog, "RELEASE_MIN_INTERVAL_S", 0.0)
+    monkeypatch.setattr(loop_watchdog, "GROWTH_CHECK_S", 0.0)
+    monkeypatch.setattr(loop_watchdog, "RELEASE_FLOOR", 1)
+    monkeypatch.setattr(loop_watchdog, "_hosted_replicas", 0)
+
+
+async def collect_and_tick() -> int:
+    """A full collection, then a watchdog tick (which freezes its survivors); the frozen count."""
+    gc.collect(2)
+    await trio.sleep(0.3)
+    return gc.get_freeze_count()
+
+
 async def test_removed_replicas_release_the_frozen_set_once_they_are_a_tenth_of_those_hosted(long_lived_state):
     watchdog = LoopWatchdog()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watchdog.run)
         await trio.sleep(0.15)
-        gc.collect(2)
-        await trio.sleep(0.3)
-        assert gc.get_freeze_count() >= len(long_lived_state)
+        assert await collect_and_tick() >= len(long_lived_state)
         # One replica of 100,000 removed: a full walk of everything is not worth its garbage.
         replicas_removed(1, 99_999)
         replicas_removed(8_000, 91_999)
@@ -85,51 +99,36 @@ async def test_removed_replicas_release_the_frozen_set_once_they_are_a_tenth_of_
         nursery.cancel_scope.cancel()
 
 
-async def test_the_frozen_set_is_released_when_it_has_doubled_since_the_last_release(long_lived_state, monkeypatch):
+async def test_the_frozen_set_is_released_when_it_has_doubled_since_the_last_release(long_lived_state,
+                                                                                     release_when_grown):
     """Not on a clock: a steady node never pays for a walk over everything it holds; one
     whose frozen set doubled (garbage piling up in it, or real growth) does, once."""
-    monkeypatch.setattr(loop_watchdog, "RELEASE_MIN_INTERVAL_S", 0.0)
-    monkeypatch.setattr(loop_watchdog, "GROWTH_CHECK_S", 0.0)
-    monkeypatch.setattr(loop_watchdog, "RELEASE_FLOOR", 1)
-    monkeypatch.setattr(loop_watchdog, "_hosted_replicas", 0)
     watchdog = LoopWatchdog()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watchdog.run)
         await trio.sleep(0.15)
-        gc.collect(2)
-        await trio.sleep(0.3)
-        frozen = gc.get_freeze_count()
+        frozen = await collect_and_tick()
         assert frozen >= len(long_lived_state)
         for _ in range(3):  # steady: frozen, and kept so
-            gc.collect(2)
-            await trio.sleep(0.3)
-            assert gc.get_freeze_count() >= frozen
+            assert await collect_and_tick() >= frozen
         more = [{"n": n, "list": [n]} for n in range(len(long_lived_state) * 3 // 2)]  # it more than doubles
-        gc.collect(2)
-        await trio.sleep(0.3)  # frozen at twice the size: released at that tick
-        assert gc.get_freeze_count() == 0
+        assert await collect_and_tick() == 0  # frozen at twice the size: released at that tick
         del more
         nursery.cancel_scope.cancel()
 
 
-async def test_growth_that_hosted_replicas_account_for_is_not_taken_for_garbage(long_lived_state, monkeypatch):
+async def test_growth_that_hosted_replicas_account_for_is_not_taken_for_garbage(long_lived_state,
+                                                                                release_when_grown):
     """A node creating 100,000 replicas grows its frozen set fifty-fold: walking it all
     then held each node's loop for seconds and moved the quorum's leadership (issue 19)."""
-    monkeypatch.setattr(loop_watchdog, "RELEASE_MIN_INTERVAL_S", 0.0)
-    monkeypatch.setattr(loop_watchdog, "GROWTH_CHECK_S", 0.0)
-    monkeypatch.setattr(loop_watchdog, "RELEASE_FLOOR", 1)
     watchdog = LoopWatchdog()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watchdog.run)
         await trio.sleep(0.15)
-        gc.collect(2)
-        await trio.sleep(0.3)
-        frozen = gc.get_freeze_count()
+        frozen = await collect_and_tick()
         replicas_hosted(3 * frozen // loop_watchdog.OBJECTS_PER_REPLICA)  # the replicas it now holds
         more = [{"n": n, "list": [n]} for n in range(len(long_lived_state) * 3 // 2)]
-        gc.collect(2)
-        await trio.sleep(0.3)
-        assert gc.get_freeze_count() >= frozen  # still frozen: what it holds accounts for it
+        assert await collect_and_tick() >= frozen  # still frozen: what it holds accounts for it
         del more
         nursery.cancel_scope.cancel()
 
