@@ -235,11 +235,14 @@ def test_bad_throttled_replicas_and_rates_are_refused(cluster, tmp_path):
     r = kraftctl("reassign-partitions", "--bootstrap-server", cluster.bootstrap_servers,
                  "--reassignment-json-file", str(plan), "--verify")
     assert r.returncode == 0 and "Clearing topic-level throttles on topic strict" in r.stdout, r.stdout
-    assert dynamic_configs(cluster, "topics", "--entity-name", "strict") == {}
-    assert dynamic_configs(cluster, "brokers", "--entity-name", "3") == {}
+    # An alter is answered once the controller commits it; the broker asked next may not have
+    # applied that record yet (as in Kafka), so each read waits for it.
+    wait_until(lambda: dynamic_configs(cluster, "topics", "--entity-name", "strict") == {}, what="topic throttles cleared")
+    wait_until(lambda: dynamic_configs(cluster, "brokers", "--entity-name", "3") == {}, what="broker 3's rate cleared")
     r = kraftctl("configs", "--bootstrap-server", cluster.bootstrap_servers, "--entity-type", "brokers",
                  "--entity-default", "--alter", "--delete-config", "follower.replication.throttled.rate")
-    assert r.returncode == 0 and dynamic_configs(cluster, "brokers", "--entity-default") == {}
+    assert r.returncode == 0, r.stderr
+    wait_until(lambda: dynamic_configs(cluster, "brokers", "--entity-default") == {}, what="the default rate cleared")
     r = kraftctl("reassign-partitions", "--bootstrap-server", cluster.bootstrap_servers,
                  "--reassignment-json-file", str(plan), "--execute", "--replica-alter-log-dirs-throttle", "1000")
     assert r.returncode == 1 and "one log directory per broker" in r.stderr
