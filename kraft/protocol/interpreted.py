@@ -54,25 +54,30 @@ def _default_maker(f: Field):
     if f.is_array:
         return (None, None) if f.default == "null" else (None, list)
     if f.is_struct:
-        if f.default == "null":
-            return None, None
-        fixed, fresh = {}, []
-        for g in f.fields:
-            value, make = _default_maker(g)
-            if make is None:
-                fixed[g.key] = value
-            else:
-                fresh.append((g.key, make))
-        if not fresh:
-            return None, fixed.copy
-
-        def make_struct():
-            out = fixed.copy()
-            for key, make_field in fresh:
-                out[key] = make_field()
-            return out
-        return None, make_struct
+        return (None, None) if f.default == "null" else (None, fields_maker(f.fields))
     return _scalar_default(f.type, f.default), None
+
+
+def fields_maker(fields):
+    """A function returning a fresh dict of ``fields`` at their defaults, in field order;
+    what each field's default is, and which need a new object each time, is worked out
+    here, once."""
+    template: dict = {}
+    fresh = []
+    for g in fields:
+        value, make = _default_maker(g)
+        template[g.key] = value  # a placeholder where ``make`` fills it: keeps field order
+        if make is not None:
+            fresh.append((g.key, make))
+    if not fresh:
+        return template.copy
+
+    def make_fields() -> dict:
+        out = template.copy()
+        for key, make_field in fresh:
+            out[key] = make_field()
+        return out
+    return make_fields
 
 
 # ---------------------------------------------------------------------------------------
