@@ -109,8 +109,8 @@ async def test_the_frozen_set_is_released_when_it_has_doubled_since_the_last_rel
         await trio.sleep(0.15)
         frozen = await collect_and_tick()
         assert frozen >= len(long_lived_state)
-        for _ in range(3):  # steady: frozen, and kept so
-            assert await collect_and_tick() >= frozen
+        for _ in range(3):  # steady: frozen, and kept so (a frozen object freed by its refcount leaves the set)
+            assert await collect_and_tick() >= frozen * 0.99
         more = [{"n": n, "list": [n]} for n in range(len(long_lived_state) * 3 // 2)]  # it more than doubles
         assert await collect_and_tick() == 0  # frozen at twice the size: released at that tick
         del more
@@ -128,7 +128,7 @@ async def test_growth_that_hosted_replicas_account_for_is_not_taken_for_garbage(
         frozen = await collect_and_tick()
         replicas_hosted(3 * frozen // loop_watchdog.OBJECTS_PER_REPLICA)  # the replicas it now holds
         more = [{"n": n, "list": [n]} for n in range(len(long_lived_state) * 3 // 2)]
-        assert await collect_and_tick() >= frozen  # still frozen: what it holds accounts for it
+        assert await collect_and_tick() >= frozen * 0.99  # still frozen: what it holds accounts for it
         del more
         nursery.cancel_scope.cancel()
 
