@@ -41,8 +41,8 @@ import threading
 import time
 from pathlib import Path
 
-from paper_bench import (ROOT, create_topic, end_to_end_latency, log, loadavg, machine_info, perf,
-                         topic_creation_rate)
+from paper_bench import (ROOT, create_topic, disk_bandwidth, end_to_end_latency, log, loadavg, loopback_bandwidth,
+                         machine_info, perf, topic_creation_rate)
 
 KREPS_2014 = {"batch.size": 8196, "linger.ms": 5, "compression.type": "none"}
 PAPER_BATCH_1 = {"acks": "1", "batch.num.messages": 1, "linger.ms": 0, "compression.type": "none"}
@@ -376,6 +376,7 @@ class KafkaBench:
 
         ensure_libs()
         started = time.monotonic()
+        self.machine_limits()
         for nodes in self.args.nodes:
             for cls in (ApacheKafka, Kraft):
                 system = cls(self.base / f"{cls.__name__.lower()}{nodes}", nodes)
@@ -389,6 +390,16 @@ class KafkaBench:
         if not self.args.keep:
             shutil.rmtree(self.base, ignore_errors=True)
 
+    def machine_limits(self) -> None:
+        """What the machine itself can move, measured in this run before either system starts:
+        the ceiling every row is under (the data directories are on this disk)."""
+        log("machine limits: loopback TCP, disk")
+        self.raw["loadavg"]["machine limits"] = loadavg()
+        self.raw["machine_limits"] = {
+            "loopback": loopback_bandwidth(seconds=3.0),
+            "disk": disk_bandwidth(self.base / "disk", total_bytes=256 << 20),
+        }
+
     def finish(self) -> None:
         rows = sorted(self.rows.values(), key=lambda r: (r["nodes"], _row_order(r["row"])))
         for r in rows:
@@ -397,7 +408,7 @@ class KafkaBench:
         self.raw["rows"] = rows
         self.raw["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.raw["loadavg"]["end"] = loadavg()
-        text = format_table(rows) + "\n\n" + footer(self.raw)
+        text = format_table(rows) + "\n\n" + limits_table(self.raw) + footer(self.raw)
         print(text)
         (self.out / "results.md").write_text(text + "\n")
         (self.out / "results.json").write_text(json.dumps(self.raw, indent=2, default=str) + "\n")
@@ -435,6 +446,23 @@ def format_table(rows: list[dict]) -> str:
             str(r["nodes"]), r["row"], "-" if ratio is None else f"**{ratio:.2f}**", r["better"],
             _fmt(r.get("Apache Kafka"), r["unit"]), _fmt(r.get("kraft"), r["unit"]), r["unit"], notes]) + " |")
     return "\n".join(lines)
+
+
+def limits_table(raw: dict) -> str:
+    """The machine's limits from the same run (empty for a run from before they were kept)."""
+    limits = raw.get("machine_limits")
+    if not limits:
+        return ""
+    lo, disk = limits["loopback"], limits["disk"]
+    small = disk["fsync_4k_appends"]
+    lines = ["| machine limit, same run | MB/s | records/s of 100 B |", "|---|---|---|"]
+    for name, mb in (("loopback TCP, one stream (1 MiB writes)", lo["mb_per_s"]),
+                     ("disk, sequential write (page cache)", disk["no_fsync"]["mb_per_s"]),
+                     ("disk, sequential write + fsync", disk["fsync"]["mb_per_s"])):
+        lines.append(f"| {name} | {mb:,.0f} | {mb * 1e6 / 100:,.0f} |")
+    lines.append(f"| disk, 4 KiB append + fsync ({small['avg_ms']:.2f} ms each) | "
+                 f"{small['per_s'] * 4096 / 1e6:,.1f} | - |")
+    return "\n".join(lines) + "\n\n"
 
 
 def footer(raw: dict) -> str:
@@ -507,7 +535,8 @@ def main(argv=None) -> None:
         args.scale = min(args.scale, 0.005)
     if args.replot:
         raw = json.loads((Path(args.out) / "results.json").read_text())
-        (Path(args.out) / "results.md").write_text(format_table(raw["rows"]) + "\n\n" + footer(raw) + "\n")
+        (Path(args.out) / "results.md").write_text(format_table(raw["rows"]) + "\n\n" + limits_table(raw) + footer(raw)
+                                                   + "\n")
         chart(raw["rows"], Path(args.out) / "results.png", raw)
         print((Path(args.out) / "results.md").read_text())
         return

@@ -6,7 +6,8 @@ rows: a broker that is not the active controller (every partition it led must ha
 leader within 10 s; it is restarted and must rejoin every ISR), then the active controller
 (a new one active and every surviving broker's heartbeat answered by it within 3 s).
 
-Prints: creation time and time until every partition is led (must be within 30 s), open
+Prints (and writes to ``--out``, by default ``bench/results/many_partitions/<partitions>.md``,
+a table of): creation time and time until every partition is led (must be within 30 s), open
 descriptors, RSS and idle CPU per node, the quorum leader/epoch before and after (must not
 change), produce (acks=all, idempotent) and consume counts and times, and the kill rows.
 Exits non-zero when a node died or a check failed.
@@ -162,33 +163,97 @@ def wait_new_leaders(cluster: LocalCluster, topics: list[str], led: set, victim:
     return float("inf"), before
 
 
+def _stamp(line: str) -> float | None:
+    try:
+        return datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    except ValueError:
+        return None
+
+
+def fence_logged(cluster: LocalCluster, broker_id: int, after_wall: float) -> float:
+    """Seconds after ``after_wall`` when an active controller logged fencing ``broker_id``."""
+    needle = f"fencing broker {broker_id}:"
+    for node in cluster.nodes.values():
+        for line in node.log_path.read_text(errors="replace").splitlines():
+            if needle in line and (stamp := _stamp(line)) is not None and stamp >= after_wall:
+                return stamp - after_wall
+    return float("inf")
+
+
 def heartbeat_seen(cluster: LocalCluster, node_id: int, controller: int, after_wall: float) -> float | None:
     """Wall time at which ``node_id`` logged its first heartbeat answered by ``controller``
     after ``after_wall`` (broker/lifecycle.py logs each change of answering controller)."""
     needle = f"heartbeat answered by the active controller {controller}"
     for line in cluster.nodes[node_id].log_path.read_text(errors="replace").splitlines():
-        if needle in line:
-            stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
-            if stamp >= after_wall:
-                return stamp
+        if needle in line and (stamp := _stamp(line)) is not None and stamp >= after_wall:
+            return stamp
     return None
 
 
-def kill_rows(cluster: LocalCluster, topics: list[str], total: int, failures: list[str]) -> None:
+class LeadershipLog:
+    """The new leaders' own account of a leadership move: each broker logs "<topic>-<p>:
+    leader in epoch" (broker/partition.py) as it becomes a partition's leader.  Read from
+    where each node's log ended at the kill, as it grows: a Metadata poll of 100,000
+    partitions takes seconds under this load, and is itself work for the nodes it measures."""
+
+    def __init__(self, cluster: LocalCluster, nodes: list[int], led: set):
+        self.paths = {i: cluster.nodes[i].log_path for i in nodes}
+        self.offsets = {i: p.stat().st_size for i, p in self.paths.items()}
+        self.pending = {f"{t}-{p}" for t, p in led}
+        self.last: float | None = None
+
+    def read(self) -> None:
+        for node_id, path in self.paths.items():
+            with open(path, "rb") as f:
+                f.seek(self.offsets[node_id])
+                data = f.read()
+            end = data.rfind(b"\n") + 1  # a line still being written is read next time
+            self.offsets[node_id] += end
+            for line in data[:end].decode(errors="replace").splitlines():
+                at = line.find(": leader in epoch ")
+                if at < 0:
+                    continue
+                name = line[:at].rsplit(" ", 1)[-1]
+                if name in self.pending and (stamp := _stamp(line)) is not None:
+                    self.pending.discard(name)
+                    self.last = stamp if self.last is None else max(self.last, stamp)
+
+    def wait(self, timeout_s: float) -> float | None:
+        """Wall time of the last of them, once every one is logged; None after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.read()
+            if not self.pending:
+                return self.last
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.2)
+
+
+def kill_rows(cluster: LocalCluster, topics: list[str], total: int, failures: list[str],
+              results: "Results") -> None:
     """The issue's two SIGKILL rows: a broker (every partition it led has a new leader within
     10 s), then, after it is back, the active controller (a new one active and every broker
     heartbeating to it within 3 s)."""
     active = active_controller(cluster)
     victim = next(i for i in sorted(cluster.nodes) if i != (active[0] if active else -1))
     led = {k for k, leader in leaders(cluster, topics).items() if leader == victim}
-    t0 = time.monotonic()
+    leadership_log = LeadershipLog(cluster, [i for i in cluster.nodes if i != victim], led)
+    wall0, t0 = time.time(), time.monotonic()
     cluster.kill(victim)
-    new_leaders_s, poll_before_s = wait_new_leaders(cluster, topics, led, victim, t0)
-    print(f"SIGKILL broker {victim} (not the active controller), leading {len(led)} partitions: every one "
-          f"led elsewhere {new_leaders_s:.1f}s after the kill (the Metadata poll before said otherwise at "
-          f"{poll_before_s:.1f}s)", flush=True)
-    if new_leaders_s > 10:
-        failures.append(f"partitions of the killed broker {victim} got new leaders only after {new_leaders_s:.1f}s")
+    logged = leadership_log.wait(timeout_s=300)
+    logged_s = float("inf") if logged is None else logged - wall0
+    new_leaders_s, _ = wait_new_leaders(cluster, topics, led, victim, t0)
+    fenced_s = fence_logged(cluster, victim, wall0)
+    print(f"SIGKILL broker {victim} (not the active controller), leading {len(led)} partitions: fenced "
+          f"{fenced_s:.1f}s after the kill (broker.session.timeout.ms); the last of them logged as led by a "
+          f"new leader {logged_s:.1f}s after the kill; Metadata, asked after that, said every one led "
+          f"elsewhere at {new_leaders_s:.1f}s", flush=True)
+    results.add(f"SIGKILL a broker leading {len(led):,} partitions: fenced / every one led elsewhere "
+                "(new leaders' logs) / Metadata asked after that", f"{fenced_s:.1f} s / {logged_s:.1f} s / "
+                f"{new_leaders_s:.1f} s", "<= 10 s", logged_s <= 10)
+    if logged_s > 10:
+        failures.append(f"partitions of the killed broker {victim} got new leaders only after {logged_s:.1f}s")
     t1 = time.monotonic()
     cluster.start(victim)
     wait_until(lambda: replicas_hosted(cluster).get(victim, -1) >= total, timeout_s=900, interval_s=5,
@@ -203,8 +268,11 @@ def kill_rows(cluster: LocalCluster, topics: list[str], total: int, failures: li
         return True
 
     wait_until(back_in_every_isr, timeout_s=900, interval_s=2, what=f"node {victim} back in every ISR")
+    isr_s = time.monotonic() - t1
     print(f"node {victim} restarted: all {total} replicas open after {hosted_s:.1f}s, back in every ISR after "
-          f"{time.monotonic() - t1:.1f}s; quorum {quorum(cluster)}", flush=True)
+          f"{isr_s:.1f}s; quorum {quorum(cluster)}", flush=True)
+    results.add("the killed broker restarted: every replica open / back in every ISR",
+                f"{hosted_s:.1f} s / {isr_s:.1f} s", "-", None)
 
     active = active_controller(cluster)
     if active is None:
@@ -230,12 +298,48 @@ def kill_rows(cluster: LocalCluster, topics: list[str], total: int, failures: li
           f"{active_s:.2f}s after the kill; every broker's heartbeat answered by it at "
           f"{', '.join(f'{i}: {s:.2f}s' for i, s in sorted(heard.items()))}; the {len(led)} partitions "
           f"{old} led were led elsewhere {new_leaders_s:.1f}s after the kill", flush=True)
+    results.add("SIGKILL the active controller: a new one active / every broker's heartbeat answered by it",
+                f"{active_s:.2f} s / {last_s:.2f} s", "<= 3 s", last_s <= 3)
+    results.add(f"SIGKILL the active controller: the {len(led):,} partitions its node led led elsewhere",
+                f"{new_leaders_s:.1f} s", "-", None)
     if last_s > 3:
         failures.append(f"after the controller kill, a broker's heartbeat reached the new controller only "
                         f"after {last_s:.2f}s")
 
 
-def produce_and_consume(cluster: LocalCluster, topics: list[str], per_topic: int, failures: list[str]) -> None:
+class Results:
+    """The run's rows, printed at the end and written as a table to ``--out``."""
+
+    def __init__(self, title: str):
+        self.title = title
+        self.rows: list[tuple[str, str, str, bool | None]] = []
+        self.started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.load = [os.getloadavg()[0]]
+
+    def add(self, measure: str, figure: str, goal: str, met: bool | None) -> None:
+        self.rows.append((measure, figure, goal, met))
+
+    def table(self, commit: str) -> str:
+        lines = [f"# {self.title}", "",
+                 f"`python bench/many_partitions.py {' '.join(sys.argv[1:])}` at {commit}, "
+                 f"{self.started} to {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}; {os.cpu_count()} CPUs; "
+                 f"1-min load average {', '.join(f'{x:.1f}' for x in self.load)} (start, after creation, end).", "",
+                 "| measure | figure | goal | met |", "|---|---|---|---|"]
+        for measure, figure, goal, met in self.rows:
+            lines.append(f"| {measure} | {figure} | {goal} | {'-' if met is None else 'yes' if met else 'no'} |")
+        return "\n".join(lines) + "\n"
+
+
+def git_commit() -> str:
+    import subprocess
+
+    r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parents[1],
+                       capture_output=True, text=True)
+    return r.stdout.strip() or "unknown"
+
+
+def produce_and_consume(cluster: LocalCluster, topics: list[str], per_topic: int, failures: list[str],
+                        results: Results) -> None:
     """One message to each partition (acks=all, idempotent), then each read back."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -253,7 +357,10 @@ def produce_and_consume(cluster: LocalCluster, topics: list[str], per_topic: int
                 producer.poll(0)
     producer.flush(600)
     producer = None
-    print(f"produced {len(acked)}/{total} acks=all in {time.monotonic() - t1:.1f}s", flush=True)
+    produced_s = time.monotonic() - t1
+    print(f"produced {len(acked)}/{total} acks=all in {produced_s:.1f}s", flush=True)
+    results.add("one record to every partition, acks=all, idempotent", f"{len(acked):,}/{total:,} in {produced_s:.1f} s",
+                "all", len(acked) == total)
     if len(acked) != total:
         failures.append(f"only {len(acked)}/{total} produced")
 
@@ -267,7 +374,10 @@ def produce_and_consume(cluster: LocalCluster, topics: list[str], per_topic: int
             if not msg.error():
                 seen.add(msg.value())
     consumer.close()
-    print(f"consumed {len(seen)}/{len(acked)} in {time.monotonic() - t2:.1f}s", flush=True)
+    consumed_s = time.monotonic() - t2
+    print(f"consumed {len(seen)}/{len(acked)} in {consumed_s:.1f}s", flush=True)
+    results.add("every record read back", f"{len(seen):,}/{len(acked):,} in {consumed_s:.1f} s", "all",
+                seen == set(acked))
     if seen != set(acked):
         failures.append(f"consumed {len(seen)} of {len(acked)}")
 
@@ -285,6 +395,8 @@ def main() -> int:
                     help="leave out the SIGKILL rows (a broker, then the active controller)")
     ap.add_argument("--no-produce", action="store_true",
                     help="leave out producing to and consuming from every partition")
+    ap.add_argument("--out", default=None,
+                    help="the table of this run's rows (default: bench/results/many_partitions/<partitions>.md)")
     ap.add_argument("--hold", type=float, default=0,
                     help="seconds to keep the idle cluster before producing (to profile it, e.g. py-spy)")
     args = ap.parse_args()
@@ -300,6 +412,7 @@ def main() -> int:
     print(f"{args.topics} topics x {args.partitions} partitions x RF 3 = {total} partitions, "
           f"{total} replicas per node, ulimit -n {args.nofile}, data in {base}", flush=True)
     failures = []
+    results = Results(f"{total:,} partitions x RF 3 on 3 combined nodes (ulimit -n {args.nofile})")
     overrides = dict(o.split("=", 1) for o in args.override)
     with LocalCluster(base, controllers=3, overrides=overrides) as cluster:
         try:
@@ -346,6 +459,10 @@ def main() -> int:
             print(f"created in {created_s:.1f}s ({retries} CreateTopics retries); {led}/{total} partitions led after "
                   f"{led_s:.1f}s; each topic fully led at most {slowest:.1f}s after its CreateTopics answered "
                   f"({len(watcher.latency)}/{len(topics)} topics seen led)", flush=True)
+            results.add("created (CreateTopics, one topic at a time) / every partition led",
+                        f"{created_s:.1f} s / {led_s:.1f} s", "all led", led == total)
+            results.add("each topic fully led after its CreateTopics answered, at most", f"{slowest:.1f} s",
+                        "<= 30 s", slowest <= 30)
             if led != total:
                 failures.append(f"only {led}/{total} partitions led")
             elif len(watcher.latency) == len(topics) and slowest > 30:
@@ -356,6 +473,8 @@ def main() -> int:
                     break
                 time.sleep(5)  # DescribeLogDirs of every replica is work for each node
             print(f"every replica created after {time.monotonic() - t0:.1f}s: {hosted}", flush=True)
+            results.add("every follower replica created", f"{time.monotonic() - t0:.1f} s", "-", None)
+            results.load.append(os.getloadavg()[0])
             quorum_after = quorum(cluster)
             print(f"quorum (leader, epoch) before {quorum_before}, after creation {quorum_after}", flush=True)
             if set(quorum_after.values()) != set(quorum_before.values()):
@@ -368,13 +487,25 @@ def main() -> int:
             idle = {i: f"{100 * (cpu1[i] - cpu0[i]) / (c1 - c0):.0f}%" for i in cpu1 if i in cpu0}
             print(f"fds/RSS(MiB) per node: {stats}; idle CPU per node (10 s): {idle}; quorum {quorum(cluster)}",
                   flush=True)
+            idle_goal = 2 if total <= 20_000 else 5
+            worst = max((100 * (cpu1[i] - cpu0[i]) / (c1 - c0) for i in cpu1 if i in cpu0), default=0.0)
+            results.add("idle CPU per node (10 s, 20 s after the last replica)", ", ".join(idle.values()),
+                        f"<= {idle_goal}%", worst <= idle_goal)
+            rss = [mb for _, mb in stats.values()]
+            results.add("RSS per node", f"{min(rss):,}-{max(rss):,} MiB", "<= 1.5 GB", max(rss) <= 1430)
+            fds = [n for n, _ in stats.values()]
+            results.add("open descriptors per node", f"{min(fds):,}-{max(fds):,} (limit {args.nofile:,})",
+                        f"<= {args.nofile // 2:,}", max(fds) <= args.nofile // 2)
+            results.add("quorum (leader, epoch) before / after creation", f"{sorted(set(quorum_before.values()))} / "
+                        f"{sorted(set(quorum_after.values()))}", "unchanged",
+                        set(quorum_after.values()) == set(quorum_before.values()))
             if args.hold:
                 pids = {i: n.process.pid for i, n in cluster.nodes.items() if n.running}
                 print(f"holding the idle cluster {args.hold:.0f}s; node pids {pids}", flush=True)
                 time.sleep(args.hold)
 
             if not args.no_produce:
-                produce_and_consume(cluster, topics, args.partitions, failures)
+                produce_and_consume(cluster, topics, args.partitions, failures, results)
             stats = node_stats(cluster)
             quorum_end = quorum(cluster)
             print(f"{'after produce/consume' if not args.no_produce else 'before the kill rows'}: fds/RSS(MiB) per node: {stats}; quorum {quorum_end}", flush=True)
@@ -386,7 +517,7 @@ def main() -> int:
             if any(fds > args.nofile // 2 for fds, _ in stats.values()):
                 failures.append("a node holds more than half its descriptor limit")
             if not args.no_kill and not dead:
-                kill_rows(cluster, topics, total, failures)
+                kill_rows(cluster, topics, total, failures, results)
         finally:
             cluster.stop_all(timeout_s=120)
     for node in cluster.nodes.values():
@@ -394,6 +525,15 @@ def main() -> int:
         for needle in ("Too many open files", "Traceback"):
             if needle in text:
                 failures.append(f"node {node.node_id}: {needle!r} in {node.log_path}")
+    results.load.append(os.getloadavg()[0])
+    table = results.table(git_commit())
+    if failures:
+        table += "\nFailed: " + "; ".join(failures) + "\n"
+    out = Path(args.out) if args.out else Path(__file__).resolve().parent / "results" / "many_partitions" / f"{total}.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(table)
+    print(table, flush=True)
+    print(f"wrote {out}", flush=True)
     print("OK" if not failures else "FAILED: " + "; ".join(failures), flush=True)
     return 1 if failures else 0
 

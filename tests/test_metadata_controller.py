@@ -643,6 +643,31 @@ def test_a_broker_in_many_isrs_is_fenced_in_batches_one_per_tick(monkeypatch):
     assert all(p.leader == 2 and p.isr == (2,) for p in h.ctl.image.topic("t").partitions.values())
 
 
+def test_a_fenced_broker_s_leaderships_move_before_its_other_isr_changes(monkeypatch):
+    """The partitions it led are unavailable until their change is written; those it only
+    followed wait just for their ISR to shrink.  So the leaderships go out first: a broker
+    killed at 100,000 partitions is in every ISR but leads a third of them (issue 19)."""
+    from metadata.controller import cluster
+
+    monkeypatch.setattr(cluster, "FENCE_BATCH", 2)
+    h = Harness()
+    h.add_brokers({1: None, 2: None})
+    # 1 leads the odd partitions, and follows in the ISR of the even ones
+    h.create_topic("t", assignments=[{"partition_index": i, "broker_ids": [2, 1] if i % 2 == 0 else [1, 2]}
+                                     for i in range(8)], num_partitions=-1, rf=-1)
+    h.tick(0)
+    parts = h.ctl.image.topic("t").partitions
+    assert [i for i, p in parts.items() if p.leader == 1] == [1, 3, 5, 7]
+    h.now_ms += 9000
+    h.heartbeat(2)
+    written = [r.data["partition_id"] for r in h.tick().records if r.name == "PartitionChangeRecord"]
+    for _ in range(4):
+        h.heartbeat(2)
+        written += [r.data["partition_id"] for r in h.tick(100).records if r.name == "PartitionChangeRecord"]
+    assert written == [1, 3, 5, 7, 0, 2, 4, 6]
+    assert all(p.leader == 2 and p.isr == (2,) for p in h.ctl.image.topic("t").partitions.values())
+
+
 def test_new_active_controller_gives_every_broker_a_fresh_session():
     h = Harness()
     h.add_brokers({1: None})

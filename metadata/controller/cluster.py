@@ -25,12 +25,17 @@ clients find the new leaders before the old one goes.
 
 from __future__ import annotations
 
+import logging
+
 from kraft.protocol.error_codes import ErrorCode
 from metadata.controller.common import ApiError, ControllerContext, Txn
-from metadata.controller.elections import broker_leaving, elect_leaderless, partitions_led_by
+from metadata.controller.elections import (broker_leaving, elect_leaderless, leaving_changes, leaving_partitions,
+                                           partitions_led_by)
 from metadata.controller.sessions import BrokerSessions
 from metadata.image import BrokerRegistration, ControllerRegistration, Endpoint, FeatureRange
 from metadata.serde import make
+
+log = logging.getLogger(__name__)
 
 
 def check_broker_epoch(txn: Txn, broker_id: int, epoch: int) -> BrokerRegistration:
@@ -162,13 +167,24 @@ FENCE_BATCH = 4000
 
 
 def fence(txn: Txn, b: BrokerRegistration, unclean: bool, sessions: BrokerSessions | None = None) -> None:
-    """Leadership and ISR changes for ``b`` going away, then its FenceBrokerRecord.  With
-    ``sessions``, at most ``FENCE_BATCH`` changes now and the rest by ``continue_fencing``."""
-    changes = broker_leaving(txn.image, b.id, unclean, limit=FENCE_BATCH if sessions is not None else None)
-    txn.add(*changes)
+    """Leadership and ISR changes for ``b`` going away (those it leads first), then its
+    FenceBrokerRecord.  With ``sessions``, at most ``FENCE_BATCH`` changes now and the rest
+    by ``continue_fencing``."""
+    if sessions is None:
+        txn.add(*broker_leaving(txn.image, b.id, unclean))
+    else:
+        # The partitions are listed once: a pass over 100,000 for each batch cost the
+        # controller more than the batch itself.  A fenced broker joins no ISR and is
+        # elected nowhere, so the list stays complete while the batches go out.
+        listed = leaving_partitions(txn.image, b.id)
+        log.info("fencing broker %d: %d partitions to change (those it leads first, %d per batch)",
+                 b.id, len(listed), FENCE_BATCH)
+        keys = iter(listed)
+        changes = leaving_changes(txn.image, b.id, unclean, keys, limit=FENCE_BATCH)
+        txn.add(*changes)
+        if len(changes) >= FENCE_BATCH:
+            sessions.leaving[b.id] = keys
     txn.add(make("FenceBrokerRecord", id=b.id, epoch=b.epoch))
-    if sessions is not None and len(changes) >= FENCE_BATCH:
-        sessions.leaving.add(b.id)
 
 
 def continue_fencing(ctx: ControllerContext, txn: Txn) -> None:
@@ -178,17 +194,23 @@ def continue_fencing(ctx: ControllerContext, txn: Txn) -> None:
     sessions = ctx.sessions
     if not sessions.leaving_checked:
         sessions.leaving_checked = True
-        sessions.leaving.update(b.id for b in txn.image.brokers.values() if b.fenced)
+        for b in txn.image.brokers.values():
+            if b.fenced:
+                sessions.leaving.setdefault(b.id, None)
     for broker_id in sorted(sessions.leaving):
         b = txn.image.broker(broker_id)
         if b is None or not b.fenced:  # unregistered, or back
-            sessions.leaving.discard(broker_id)
+            del sessions.leaving[broker_id]
             continue
-        changes = broker_leaving(txn.image, broker_id, ctx.config.unclean_leader_election_enable,
-                                 limit=FENCE_BATCH)
+        keys = sessions.leaving[broker_id]
+        if keys is None:
+            keys = sessions.leaving[broker_id] = iter(leaving_partitions(txn.image, broker_id))
+        changes = leaving_changes(txn.image, broker_id, ctx.config.unclean_leader_election_enable,
+                                  keys, limit=FENCE_BATCH)
         txn.add(*changes)
         if len(changes) < FENCE_BATCH:
-            sessions.leaving.discard(broker_id)
+            del sessions.leaving[broker_id]
+            log.info("fencing broker %d: its last leadership and ISR changes are written", broker_id)
 
 
 def unregister_broker(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:

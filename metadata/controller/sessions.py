@@ -12,7 +12,8 @@ started afresh for every registered broker by a newly active controller.
 
 from __future__ import annotations
 
-from typing import Iterable
+import uuid
+from typing import Iterable, Iterator
 
 NO_OFFSET = -1
 
@@ -24,8 +25,9 @@ class BrokerSessions:
         self._metadata_offsets: dict[int, int] = {}  # last reported by each broker
         self.controlled_shutdown_offset: dict[int, int] = {}  # where its leaderships moved
         # Fenced brokers whose partitions are still being moved off, a batch per tick
-        # (``cluster.continue_fencing``); a newly active controller checks every fenced one.
-        self.leaving: set[int] = set()
+        # (``cluster.continue_fencing``), each with the partitions not yet looked at (None:
+        # not listed yet); a newly active controller checks every fenced one.
+        self.leaving: dict[int, Iterator[tuple[uuid.UUID, int]] | None] = {}
         self.leaving_checked = False
 
     def start(self, broker_ids: Iterable[int], now_ms: int) -> None:
@@ -39,7 +41,7 @@ class BrokerSessions:
             self._metadata_offsets[broker_id] = metadata_offset
 
     def forget(self, broker_id: int) -> None:
-        self.leaving.discard(broker_id)
+        self.leaving.pop(broker_id, None)
         self._last_contact_ms.pop(broker_id, None)
         self._metadata_offsets.pop(broker_id, None)
         self.controlled_shutdown_offset.pop(broker_id, None)
