@@ -111,6 +111,10 @@ class Partition:
         self.version = 0  # changes counted by ``notify``
         self.followed_leader: int | None = None  # the owner's index of followers (ReplicaManager)
         self.on_change = None  # called by ``notify`` (the owner tells the replica fetchers)
+        # Called with this partition when a leadership or a follower's append added a
+        # leader epoch: the owner writes the checkpoint soon after (``checkpoint_epochs``);
+        # None: written at once.
+        self.on_epochs_changed = None
         self._waiters: dict[int, list] = {}  # waiter id -> [event, error]
         self._waiting = waiting  # the owner's set of partitions with waiters (deadline checks)
         # BrokerTopicMetrics (kraft.metrics.stats), set by the owner: this topic's and the
@@ -183,7 +187,7 @@ class Partition:
                 if applied:
                     log.info("%s: leader in epoch %d, ISR %s", self.name, leader_epoch, list(isr))
                 self.complete(change.completed)
-            self.checkpoint_epochs()
+            self.checkpoint_epochs(soon=True)
         else:
             change = st.become_follower(leader, leader_epoch, partition_epoch, replicas, isr, leo,
                                         st.high_watermark, now_ms)
@@ -352,14 +356,24 @@ class Partition:
 
     # -- log changes ------------------------------------------------------------------
 
-    def checkpoint_epochs(self, *, sync: bool = False) -> None:
+    def checkpoint_epochs(self, *, sync: bool = False, soon: bool = False) -> None:
         """Write the leader-epoch checkpoint when the cache changed since the last write.
 
         Not fsynced unless ``sync`` (at close): like the log's own data, which is not
         fsynced either (durability is by replication), a machine crash may lose it, and
         opening the replica rebuilds it from the batches' epochs.  Creating thousands of
-        replicas must not cost two fsyncs each (issue 15)."""
+        replicas must not cost two fsyncs each (issue 15).
+
+        ``soon``: an epoch added at the end (a leadership, a follower's append), which the
+        owner may write a moment later (``on_epochs_changed``), as Kafka writes it off the
+        request thread since KAFKA-15046.  A crash before the write loses it as a machine
+        crash would; the batches' epochs restore it.  Truncations write at once: a stale
+        file could then hold an epoch past where the log now has other batches."""
         entries = self.state.epoch_cache.entries
+        if soon and self.on_epochs_changed is not None:
+            if entries != self._written_epochs:
+                self.on_epochs_changed(self)
+            return
         if entries != self._written_epochs or (sync and self._epochs_unsynced):
             self._epoch_checkpoint.write(self.state.epoch_cache, sync=sync)
             self._written_epochs = entries
@@ -426,7 +440,7 @@ class Partition:
             self.broker_stats.replication_bytes_in += len(data)
         headers = self._update_producers(data, info.batches)
         self.state.on_local_append(self.log.log_end_offset, headers)
-        self.checkpoint_epochs()
+        self.checkpoint_epochs(soon=True)
         self.notify()
         return headers
 

@@ -297,6 +297,7 @@ class Node:
         nursery.start_soon(self._become_ready)
         nursery.start_soon(self.replicas.run_reconciler)
         nursery.start_soon(self.replicas.run_maintenance)
+        nursery.start_soon(self.replicas.run_epoch_checkpoints)
         nursery.start_soon(self.replicas.run_cleaner)
         nursery.start_soon(fetchers.run)
         nursery.start_soon(self._send_isr_proposals, channel)

@@ -51,8 +51,10 @@ class ControllerServer:
         self.snapshots.loaded(snapshot_id.offset)
 
     def handle_commit(self, batch: Batch) -> None:
-        records = [] if batch.control else serde.decode_all(batch.records)
-        self.controller.replay(records, batch.last_offset)
+        if batch.control:
+            self.controller.replay([], batch.last_offset)
+        else:
+            self.controller.replay_encoded(batch.records, batch.last_offset)
         self._applied_end = batch.end_offset
         self.snapshots.committed(sum(len(r) for r in batch.records), clock.monotonic_ms())
         self._maybe_activate()
@@ -98,7 +100,7 @@ class ControllerServer:
         if not result.records:
             return True
         try:
-            last, _ = self.driver.propose(serde.encode_all(result.records))
+            last, _ = self.driver.propose(list(result.values) if result.values else serde.encode_all(result.records))
         except NotLeaderError:
             self.controller.resign()
             return False

@@ -495,6 +495,21 @@ def test_commits_of_records_we_did_not_write_rebuild_the_working_image():
     assert ctl.working_image.topic("a") is not None and ctl.image.topic("a") is None
 
 
+def test_other_records_committed_at_our_offsets_are_decoded_and_we_resign():
+    """Our own batch, committed where expected, is taken as the image we made without
+    decoding it; other bytes at the same offsets are someone else's records."""
+    h = Harness()
+    h.add_brokers({1: None})
+    h.send("CreateTopics", {"topics": [{"name": "a", "num_partitions": 1, "replication_factor": 1}]}, commit=False)
+    from metadata.serde import encode, make
+    base, values = h.batches[h.committed]
+    other = [encode(make("ConfigRecord", resource_type=4, resource_name="", name="min.insync.replicas",
+                         value=str(2 + i))) for i in range(len(values))]
+    h.ctl.replay_encoded(other, base + len(values) - 1)
+    assert not h.ctl.is_active
+    assert h.ctl.image.config(4, "") == {"min.insync.replicas": str(1 + len(values))}
+
+
 def test_commit_beyond_our_offsets_means_we_lost_leadership():
     h = Harness()
     from metadata.serde import make

@@ -47,7 +47,7 @@ class Harness:
     def commit(self) -> None:
         while self.committed < len(self.batches):
             base, values = self.batches[self.committed]
-            self.ctl.replay(serde.decode_all(values), base + len(values) - 1)
+            self.ctl.replay_encoded(values, base + len(values) - 1)  # as the controller server does
             self.committed += 1
 
     def records(self, since: int = 0) -> list[serde.MetadataRecord]:

@@ -87,6 +87,7 @@ class ControllerResult:
     response: dict | None
     base_offset: int
     commit_offset: int
+    values: tuple[bytes, ...] = ()  # ``records`` encoded, as they go to the log
 
     @property
     def last_offset(self) -> int:

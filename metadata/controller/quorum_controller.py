@@ -49,6 +49,7 @@ from metadata.controller.common import (ApiError, ControllerConfig, ControllerCo
 from metadata.controller.sessions import BrokerSessions
 from metadata.delta import apply_records, image_from_records
 from metadata.image import EMPTY_IMAGE, MetadataImage
+from metadata import serde
 from metadata.serde import MetadataRecord, make
 
 HANDLERS: dict[str, Handler] = {
@@ -82,6 +83,7 @@ class _Pending:
     last_offset: int
     records: tuple[MetadataRecord, ...]
     image: MetadataImage  # the committed image once these records commit
+    values: tuple[bytes, ...] = ()  # the records encoded
 
 
 class QuorumController:
@@ -192,6 +194,19 @@ class QuorumController:
             return
         self._rebuild_working()  # records from before our time (a previous leader's)
 
+    def replay_encoded(self, values: Sequence[bytes], last_offset: int) -> None:
+        """``replay`` for a committed batch as the log holds it: the active controller's own
+        batch, committed where it was expected, is not decoded again (decoding and comparing
+        them cost the active controller a tenth of its time while it fenced a broker in
+        20,000 ISRs, issue 19)."""
+        if self._active and values and self._pending and last_offset > self._committed.offset:
+            p = self._pending[0]
+            if p.last_offset == last_offset and p.base_offset == last_offset - len(values) + 1 \
+                    and p.values and all(a == b for a, b in zip(p.values, values)):
+                self._committed = self._pending.popleft().image
+                return
+        self.replay(serde.decode_all(values), last_offset)
+
     def _is_next_pending(self, records: Sequence[MetadataRecord], last_offset: int) -> bool:
         if not self._pending:
             return False
@@ -274,7 +289,8 @@ class QuorumController:
         base = self._next_offset
         last = base + len(txn.records) - 1
         records = tuple(txn.records)
+        values = tuple(serde.encode_all(records))
         self._working = txn.image
-        self._pending.append(_Pending(base, last, records, self._working))
+        self._pending.append(_Pending(base, last, records, self._working, values))
         self._next_offset = last + 1
-        return ControllerResult(records, response, base, last)
+        return ControllerResult(records, response, base, last, values)
