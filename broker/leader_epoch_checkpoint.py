@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from broker.leader_epoch_cache import LeaderEpochCache, LeaderEpochCheckpointError
-from kraft.durability import atomic_write
+from kraft.durability import atomic_write, overwrite
 
 CHECKPOINT_FILE_NAME = "leader-epoch-checkpoint"
 
@@ -27,8 +27,9 @@ class EpochCheckpointStore(Protocol):
             LeaderEpochCheckpointError: what is stored is unreadable or malformed.
         """
 
-    def write(self, cache: LeaderEpochCache, *, sync: bool) -> None:
-        """Replace the stored cache; durable across a machine crash only with ``sync``."""
+    def write(self, cache: LeaderEpochCache, *, sync: bool, grown: bool = False) -> None:
+        """Replace the stored cache; durable across a machine crash only with ``sync``.
+        ``grown``: the cache only gained entries at its end since the last write."""
 
 
 class LeaderEpochCheckpointFile:
@@ -50,6 +51,16 @@ class LeaderEpochCheckpointFile:
             raise LeaderEpochCheckpointError(f"{self.path}: unreadable checkpoint ({exc.strerror})") from None
         return LeaderEpochCache.from_checkpoint_bytes(data, str(self.path))
 
-    def write(self, cache: LeaderEpochCache, *, sync: bool = True) -> None:
-        """Atomically replace the file (fsynced unless ``sync`` is False)."""
-        atomic_write(self.path, cache.to_checkpoint_bytes(), sync=sync)
+    def write(self, cache: LeaderEpochCache, *, sync: bool = True, grown: bool = False) -> None:
+        """Atomically replace the file (fsynced unless ``sync`` is False).  A cache that only
+        grew is written over the old file in place (``overwrite``): the entry count heads
+        the file, so a torn write of a longer list is a malformed file, which opening the
+        replica rebuilds from the batches' epochs."""
+        data = cache.to_checkpoint_bytes()
+        if grown and not sync:
+            try:
+                overwrite(self.path, data)
+                return
+            except FileNotFoundError:
+                pass
+        atomic_write(self.path, data, sync=sync)

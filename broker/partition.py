@@ -84,11 +84,12 @@ class Partition:
                                   else LeaderEpochCheckpointFile.in_directory(plog.dir))
         try:
             cache = self._epoch_checkpoint.read()
+            self._written_epochs: tuple | None = cache.entries  # what the store holds (None: unreadable)
         except LeaderEpochCheckpointError as exc:  # torn by a machine crash: rebuilt below
             log.warning("%s-%d: %s; rebuilding the leader epochs from the log", topic, index, exc)
             cache = LeaderEpochCache()
+            self._written_epochs = None
         cache.truncate_from_end(plog.log_end_offset)  # entries past a recovered log end
-        self._written_epochs = cache.entries
         self._epochs_unsynced = False  # the checkpoint file was written but not fsynced
         self.producers = ProducerStateManager(
             unsafe_no_dedup="unsafe_no_producer_dedup" in sim_unsafe)
@@ -375,7 +376,9 @@ class Partition:
                 self.on_epochs_changed(self)
             return
         if entries != self._written_epochs or (sync and self._epochs_unsynced):
-            self._epoch_checkpoint.write(self.state.epoch_cache, sync=sync)
+            written = self._written_epochs
+            self._epoch_checkpoint.write(self.state.epoch_cache, sync=sync,
+                                         grown=written is not None and entries[:len(written)] == written)
             self._written_epochs = entries
             self._epochs_unsynced = not sync
 

@@ -66,6 +66,27 @@ def write_fully(fd: int, data, position: int) -> None:
         position += written
 
 
+def overwrite(path, data: bytes) -> None:
+    """Write ``data`` over the start of the existing file ``path`` and cut it there: no new
+    file, so no directory entry to create (creating one cost a new file 0.1-0.7 ms on this
+    ext4, against 17 us for this).  Not durable, and not atomic against a machine crash:
+    only for a format whose reader rejects a torn file, written where a torn file is rebuilt
+    and the new content only adds to the old (then every mixture of old and new sectors has
+    the wrong length for its own header).  A process crash leaves the old content or the
+    new one (one ``pwrite``), or the new one with the old one's tail, which the reader
+    rejects as well.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist (nothing was written).
+    """
+    fd = os.open(os.fspath(path), os.O_WRONLY)
+    try:
+        write_fully(fd, data, 0)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
+
+
 def atomic_write(path, data: bytes, *, sync: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically, and durably unless ``sync`` is False.
 

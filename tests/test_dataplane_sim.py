@@ -151,7 +151,7 @@ class _NoCheckpoint:
 
         return LeaderEpochCache()
 
-    def write(self, cache, *, sync):
+    def write(self, cache, *, sync, grown=False):
         pass
 
 

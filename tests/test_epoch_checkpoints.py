@@ -7,6 +7,9 @@ restore the entry when the replica is opened again.  In-process, on hand-made im
 
 import uuid
 
+import pytest
+
+from broker.leader_epoch_cache import LeaderEpochCache, LeaderEpochCheckpointError
 from broker.leader_epoch_checkpoint import CHECKPOINT_FILE_NAME, LeaderEpochCheckpointFile
 from broker.replica_manager import ReplicaManager
 from broker_helpers import server_config
@@ -67,3 +70,42 @@ def test_a_replica_removed_before_its_write_is_not_written(tmp_path):
     assert manager.write_epoch_checkpoints() == 0
     assert not directory.exists()
     manager.close()
+
+
+def test_a_grown_cache_is_written_in_place_and_a_cut_one_replaces_the_file(tmp_path):
+    """No new file for an epoch added at the end (creating one is what cost the time); a
+    cache cut back by a truncation is not a superset, so it replaces the file atomically."""
+    path = tmp_path / CHECKPOINT_FILE_NAME
+    cache = LeaderEpochCache()
+    cache.assign(3, 0)
+    store = LeaderEpochCheckpointFile(path)
+    store.write(cache, sync=False)
+    inode = path.stat().st_ino
+    cache.assign(5, 40)
+    store.write(cache, sync=False, grown=True)
+    assert path.stat().st_ino == inode and store.read().entries == cache.entries
+    cache.truncate_from_end(10)
+    store.write(cache, sync=False)
+    assert path.stat().st_ino != inode and store.read().entries == cache.entries
+
+
+@pytest.mark.parametrize("torn", ["new content, old tail", "new content cut at the old length"])
+def test_a_torn_in_place_write_is_refused_when_read(tmp_path, torn):
+    """What a crash in the middle of an in-place write of a longer list can leave is a
+    malformed file (its count heads it), never a readable wrong one: opening the replica
+    then rebuilds the epochs from its batches."""
+    old, new = LeaderEpochCache(), LeaderEpochCache()
+    for epoch, offset in [(1, 0), (2, 1000), (3, 20000), (4, 300000)]:
+        old.assign(epoch, offset)
+        new.assign(epoch, offset)
+    new.assign(12, 4000000)
+    old_bytes, new_bytes = old.to_checkpoint_bytes(), new.to_checkpoint_bytes()
+    path = tmp_path / CHECKPOINT_FILE_NAME
+    if torn == "new content, old tail":  # killed between the pwrite and the ftruncate of a shorter list
+        shorter = LeaderEpochCache()
+        shorter.assign(1, 0)
+        path.write_bytes(shorter.to_checkpoint_bytes() + old_bytes[len(shorter.to_checkpoint_bytes()):])
+    else:  # a power loss that kept the new sectors but the old length
+        path.write_bytes(new_bytes[:len(old_bytes)])
+    with pytest.raises(LeaderEpochCheckpointError):
+        LeaderEpochCheckpointFile(path).read()

@@ -127,7 +127,7 @@ class MemEpochCheckpoint:
             return LeaderEpochCache()
         return LeaderEpochCache.from_checkpoint_bytes(self.written, "<simulated checkpoint>")
 
-    def write(self, cache: LeaderEpochCache, *, sync: bool) -> None:
+    def write(self, cache: LeaderEpochCache, *, sync: bool, grown: bool = False) -> None:
         self.written = cache.to_checkpoint_bytes()
         if sync:
             self.synced = self.written
