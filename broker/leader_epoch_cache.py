@@ -90,6 +90,12 @@ class LeaderEpochCache:
     def entries(self) -> tuple[EpochEntry, ...]:
         return tuple(EpochEntry(e, s) for e, s in zip(self._epochs, self._starts))
 
+    @property
+    def pairs(self) -> tuple[tuple[int, int], ...]:
+        """``(epoch, start_offset)`` pairs: ``entries`` without an object per entry, for
+        comparing one state of the cache with another (once per follower append)."""
+        return tuple(zip(self._epochs, self._starts))
+
     def __len__(self) -> int:
         return len(self._epochs)
 

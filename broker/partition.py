@@ -84,7 +84,7 @@ class Partition:
                                   else LeaderEpochCheckpointFile.in_directory(plog.dir))
         try:
             cache = self._epoch_checkpoint.read()
-            self._written_epochs: tuple | None = cache.entries  # what the store holds (None: unreadable)
+            self._written_epochs: tuple | None = cache.pairs  # what the store holds (None: unreadable)
         except LeaderEpochCheckpointError as exc:  # torn by a machine crash: rebuilt below
             log.warning("%s-%d: %s; rebuilding the leader epochs from the log", topic, index, exc)
             cache = LeaderEpochCache()
@@ -370,7 +370,7 @@ class Partition:
         request thread since KAFKA-15046.  A crash before the write loses it as a machine
         crash would; the batches' epochs restore it.  Truncations write at once: a stale
         file could then hold an epoch past where the log now has other batches."""
-        entries = self.state.epoch_cache.entries
+        entries = self.state.epoch_cache.pairs
         if soon and self.on_epochs_changed is not None:
             if entries != self._written_epochs:
                 self.on_epochs_changed(self)

@@ -115,6 +115,7 @@ class ReplicaManager:
         # writing each file as it went (issue 19).
         self._epochs_changed: set[Partition] = set()
         self._epochs_event = trio.Event()
+        self._reconciling = False  # run_reconciler is applying an image
         self.unsafe_ack = bool(config["kraft.unsafe.ack.before.replication"])
         if self.unsafe_ack:
             log.warning("UNSAFE MODE: kraft.unsafe.ack.before.replication=true — acks=all is "
@@ -288,6 +289,7 @@ class ReplicaManager:
             self.image = image
             if self.log_dir_error is None:
                 started = clock.monotonic_ms()
+                self._reconciling = True
                 try:
                     for _ in self._reconcile_steps(applied, image):
                         if clock.monotonic_ms() - started >= step_ms:
@@ -296,6 +298,8 @@ class ReplicaManager:
                             started = clock.monotonic_ms()
                 except OSError as exc:
                     self.fail_log_dir("applying metadata to the replicas", exc)
+                finally:
+                    self._reconciling = self._published is not image  # a newer one is next
             applied = image
 
     def _reconcile_steps(self, previous: MetadataImage, image: MetadataImage):
@@ -382,12 +386,17 @@ class ReplicaManager:
             written += 1
         return written
 
-    async def run_epoch_checkpoints(self, step: int = 200) -> None:
-        """Write the leader-epoch checkpoints behind their cache, ``step`` at a time."""
+    async def run_epoch_checkpoints(self, step: int = 200, delay_s: float = 1.0) -> None:
+        """Write the leader-epoch checkpoints behind their cache, ``step`` at a time, from
+        ``delay_s`` after the first is noted, and not while the reconciler has an image to
+        apply: a burst of leaderships (a broker fenced) moves them all first."""
         while True:
             await self._epochs_event.wait()
+            await trio.sleep(delay_s)
             self._epochs_event = trio.Event()
             while self._epochs_changed and self.log_dir_error is None:
+                while self._reconciling:
+                    await trio.sleep(0.05)
                 try:
                     self.write_epoch_checkpoints(step)
                 except OSError as exc:
