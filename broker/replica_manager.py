@@ -116,6 +116,7 @@ class ReplicaManager:
         self._epochs_changed: set[Partition] = set()
         self._epochs_event = trio.Event()
         self._reconciling = False  # run_reconciler is applying an image
+        self._reconciled_ms = 0  # when it last finished one that changed replicas
         self.unsafe_ack = bool(config["kraft.unsafe.ack.before.replication"])
         if self.unsafe_ack:
             log.warning("UNSAFE MODE: kraft.unsafe.ack.before.replication=true — acks=all is "
@@ -290,8 +291,10 @@ class ReplicaManager:
             if self.log_dir_error is None:
                 started = clock.monotonic_ms()
                 self._reconciling = True
+                steps = 0
                 try:
                     for _ in self._reconcile_steps(applied, image):
+                        steps += 1
                         if clock.monotonic_ms() - started >= step_ms:
                             self._wake_fetchers()  # followers set up so far start fetching
                             await trio.sleep(0)
@@ -300,6 +303,8 @@ class ReplicaManager:
                     self.fail_log_dir("applying metadata to the replicas", exc)
                 finally:
                     self._reconciling = self._published is not image  # a newer one is next
+                    if steps:  # replicas changed (not a NoOpRecord's image)
+                        self._reconciled_ms = clock.monotonic_ms()
             applied = image
 
     def _reconcile_steps(self, previous: MetadataImage, image: MetadataImage):
@@ -386,17 +391,20 @@ class ReplicaManager:
             written += 1
         return written
 
-    async def run_epoch_checkpoints(self, step: int = 200, delay_s: float = 1.0) -> None:
+    async def run_epoch_checkpoints(self, step: int = 200, delay_s: float = 1.0, max_wait_s: float = 10.0) -> None:
         """Write the leader-epoch checkpoints behind their cache, ``step`` at a time, from
         ``delay_s`` after the first is noted, and not while the reconciler has an image to
-        apply: a burst of leaderships (a broker fenced) moves them all first."""
+        apply, nor until it has been idle ``delay_s``: a burst of leaderships (a broker
+        fenced, its changes coming in batches) moves them all first."""
         while True:
             await self._epochs_event.wait()
-            await trio.sleep(delay_s)
             self._epochs_event = trio.Event()
+            noted = clock.monotonic_ms()
             while self._epochs_changed and self.log_dir_error is None:
-                while self._reconciling:
-                    await trio.sleep(0.05)
+                # ... but not later than ``max_wait_s`` after, under metadata that never rests
+                while (self._reconciling or clock.monotonic_ms() - self._reconciled_ms < delay_s * 1000) \
+                        and clock.monotonic_ms() - noted < max_wait_s * 1000:
+                    await trio.sleep(0.1)
                 try:
                     self.write_epoch_checkpoints(step)
                 except OSError as exc:
