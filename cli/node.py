@@ -502,6 +502,12 @@ def raise_open_files_limit() -> tuple[int, int, int]:
 
 
 def setup_logging(node_id: int, level: str = "INFO") -> None:
+    # The format uses none of these: not gathering them takes a fifth off each record, and
+    # a broker logs one per leadership it takes (the logging HOWTO's "Optimization").
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
         format=f"%(asctime)s [node {node_id}] %(levelname)s %(name)s: %(message)s",
