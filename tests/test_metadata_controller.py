@@ -683,6 +683,33 @@ def test_a_fenced_broker_s_leaderships_move_before_its_other_isr_changes(monkeyp
     assert all(p.leader == 2 and p.isr == (2,) for p in h.ctl.image.topic("t").partitions.values())
 
 
+def test_the_next_fence_batch_waits_until_the_quorum_has_committed_the_last(monkeypatch):
+    """Batches written faster than the quorum commits them piled up: every heartbeat's
+    answer waited behind the pile, brokers went unheard past their session and were
+    fenced in turn (issue 19).  A batch goes out only when less than one is pending."""
+    from metadata.controller import cluster
+
+    monkeypatch.setattr(cluster, "FENCE_BATCH", 2)
+    h = Harness()
+    h.add_brokers({1: None, 2: None})
+    h.create_topic("t", assignments=[{"partition_index": i, "broker_ids": [1, 2]} for i in range(6)],
+                   num_partitions=-1, rf=-1)
+    h.tick(0)
+    h.now_ms += 9000
+    h.heartbeat(2)
+
+    def changes(result):
+        return sum(1 for r in result.records if r.name == "PartitionChangeRecord")
+
+    assert changes(h.tick(commit=False)) == 2
+    assert changes(h.tick(100, commit=False)) == 0  # the first batch is not committed yet
+    h.commit()
+    assert changes(h.tick(100, commit=False)) == 2
+    h.commit()
+    assert changes(h.tick(100)) == 2
+    assert all(p.leader == 2 and p.isr == (2,) for p in h.ctl.image.topic("t").partitions.values())
+
+
 def test_new_active_controller_gives_every_broker_a_fresh_session():
     h = Harness()
     h.add_brokers({1: None})
