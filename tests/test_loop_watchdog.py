@@ -73,6 +73,7 @@ def release_when_grown(monkeypatch):
     """Growth checked at every tick, with no floor and no minimum interval."""
     monkeypatch.setattr(loop_watchdog, "RELEASE_MIN_INTERVAL_S", 0.0)
     monkeypatch.setattr(loop_watchdog, "GROWTH_CHECK_S", 0.0)
+    monkeypatch.setattr(loop_watchdog, "CHECK_OBJECTS_PER_S", float("inf"))
     monkeypatch.setattr(loop_watchdog, "RELEASE_FLOOR", 1)
     monkeypatch.setattr(loop_watchdog, "_hosted_replicas", 0)
 
