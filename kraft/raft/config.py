@@ -32,7 +32,7 @@ class RaftConfig:
     # and replaying metadata records costs tens of microseconds each): 1 MiB of partition
     # changes held a node for 1-1.8 s, past the quorum's fetch timeout (issue 19).  The leader
     # still sends at least one whole batch.
-    fetch_max_bytes: int = 256 << 10
+    fetch_max_bytes: int = 1 << 20
     fetch_snapshot_max_bytes: int = 1 << 20
     tick_ms: int = 50  # what tick() without an argument advances the clock by
     observer_only: bool = False
