@@ -170,24 +170,26 @@ def _stamp(line: str) -> float | None:
         return None
 
 
+def first_logged(cluster: LocalCluster, node_ids, needle: str, after_wall: float) -> float | None:
+    """Wall time of the first line holding ``needle`` that one of ``node_ids`` logged after
+    ``after_wall`` (each log in turn); None if none did."""
+    for node_id in node_ids:
+        for line in cluster.nodes[node_id].log_path.read_text(errors="replace").splitlines():
+            if needle in line and (stamp := _stamp(line)) is not None and stamp >= after_wall:
+                return stamp
+    return None
+
+
 def fence_logged(cluster: LocalCluster, broker_id: int, after_wall: float) -> float:
     """Seconds after ``after_wall`` when an active controller logged fencing ``broker_id``."""
-    needle = f"fencing broker {broker_id}:"
-    for node in cluster.nodes.values():
-        for line in node.log_path.read_text(errors="replace").splitlines():
-            if needle in line and (stamp := _stamp(line)) is not None and stamp >= after_wall:
-                return stamp - after_wall
-    return float("inf")
+    stamp = first_logged(cluster, list(cluster.nodes), f"fencing broker {broker_id}:", after_wall)
+    return float("inf") if stamp is None else stamp - after_wall
 
 
 def heartbeat_seen(cluster: LocalCluster, node_id: int, controller: int, after_wall: float) -> float | None:
     """Wall time at which ``node_id`` logged its first heartbeat answered by ``controller``
     after ``after_wall`` (broker/lifecycle.py logs each change of answering controller)."""
-    needle = f"heartbeat answered by the active controller {controller}"
-    for line in cluster.nodes[node_id].log_path.read_text(errors="replace").splitlines():
-        if needle in line and (stamp := _stamp(line)) is not None and stamp >= after_wall:
-            return stamp
-    return None
+    return first_logged(cluster, [node_id], f"heartbeat answered by the active controller {controller}", after_wall)
 
 
 class LeadershipLog:

@@ -261,23 +261,23 @@ class BrokerApi:
                 topics.append({"error_code": error, "name": name, "partitions": [],
                                "topic_authorized_operations": -2147483648})
                 continue
-            cached = self._partitions_cache.get(topic.name)
-            if cached is None or cached[0] is not topic:
-                built += len(topic.partitions)
+            partitions, was_built = self._partitions(topic, alive)
+            built += len(partitions) if was_built else 0
             topics.append({"error_code": 0, "name": name, "topic_id": topic.id,
-                           "is_internal": name in INTERNAL_TOPICS, "partitions": self._partitions(topic, alive),
+                           "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
                            "topic_authorized_operations": -2147483648})
         return {"brokers": brokers, "cluster_id": self.cluster_id, "controller_id": self._controller_id(alive),
                 "topics": topics, "cluster_authorized_operations": -2147483648}
 
-    def _partitions(self, topic, alive: set[int]) -> list[dict]:
-        """A topic's partitions as Metadata answers them, kept while the topic and the live
-        brokers stay the same: images share unchanged topics, and clients ask again and
-        again (librdkafka refreshes the metadata of 20,000 partitions on every leader
-        error, and building the answer was an eighth of a node's CPU under load)."""
+    def _partitions(self, topic, alive: set[int]) -> tuple[list[dict], bool]:
+        """A topic's partitions as Metadata answers them, and whether they were built now
+        (not cached): kept while the topic and the live brokers stay the same, since images
+        share unchanged topics and clients ask again and again (librdkafka refreshes the
+        metadata of 20,000 partitions on every leader error, and building the answer was an
+        eighth of a node's CPU under load)."""
         cached = self._partitions_cache.get(topic.name)
         if cached is not None and cached[0] is topic and cached[1] == alive:
-            return cached[2]
+            return cached[2], False
         partitions = []
         for index in sorted(topic.partitions):
             reg = topic.partitions[index]
@@ -290,7 +290,7 @@ class BrokerApi:
         if len(self._partitions_cache) > 10_000:
             self._partitions_cache.clear()
         self._partitions_cache[topic.name] = (topic, frozenset(alive), partitions)
-        return partitions
+        return partitions, True
 
     def _controller_id(self, alive: set[int]) -> int:
         """The "controller" named to clients, which send it their admin requests: in KRaft any

@@ -392,10 +392,10 @@ class ReplicaManager:
         return written
 
     async def run_epoch_checkpoints(self, step: int = 200, delay_s: float = 1.0, max_wait_s: float = 10.0) -> None:
-        """Write the leader-epoch checkpoints behind their cache, ``step`` at a time, from
-        ``delay_s`` after the first is noted, and not while the reconciler has an image to
-        apply, nor until it has been idle ``delay_s``: a burst of leaderships (a broker
-        fenced, its changes coming in batches) moves them all first."""
+        """Write the leader-epoch checkpoints behind their cache, ``step`` at a time, once the
+        reconciler has changed no replica for ``delay_s`` (and has no image to apply), or
+        ``max_wait_s`` after the first was noted: a burst of leaderships (a broker fenced,
+        its changes coming in batches) moves them all first."""
         while True:
             await self._epochs_event.wait()
             self._epochs_event = trio.Event()

@@ -100,7 +100,7 @@ class ControllerServer:
         if not result.records:
             return True
         try:
-            last, _ = self.driver.propose(list(result.values) if result.values else serde.encode_all(result.records))
+            last, _ = self.driver.propose(list(result.values))
         except NotLeaderError:
             self.controller.resign()
             return False

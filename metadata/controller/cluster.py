@@ -173,17 +173,7 @@ def fence(txn: Txn, b: BrokerRegistration, unclean: bool, sessions: BrokerSessio
     if sessions is None:
         txn.add(*broker_leaving(txn.image, b.id, unclean))
     else:
-        # The partitions are listed once: a pass over 100,000 for each batch cost the
-        # controller more than the batch itself.  A fenced broker joins no ISR and is
-        # elected nowhere, so the list stays complete while the batches go out.
-        listed = leaving_partitions(txn.image, b.id)
-        log.info("fencing broker %d: %d partitions to change (those it leads first, %d per batch)",
-                 b.id, len(listed), FENCE_BATCH)
-        keys = iter(listed)
-        changes = leaving_changes(txn.image, b.id, unclean, keys, limit=FENCE_BATCH)
-        txn.add(*changes)
-        if len(changes) >= FENCE_BATCH:
-            sessions.leaving[b.id] = keys
+        _fence_batch(txn, sessions, b.id, unclean)
     txn.add(make("FenceBrokerRecord", id=b.id, epoch=b.epoch))
 
 
@@ -202,15 +192,28 @@ def continue_fencing(ctx: ControllerContext, txn: Txn) -> None:
         if b is None or not b.fenced:  # unregistered, or back
             del sessions.leaving[broker_id]
             continue
-        keys = sessions.leaving[broker_id]
-        if keys is None:
-            keys = sessions.leaving[broker_id] = iter(leaving_partitions(txn.image, broker_id))
-        changes = leaving_changes(txn.image, broker_id, ctx.config.unclean_leader_election_enable,
-                                  keys, limit=FENCE_BATCH)
-        txn.add(*changes)
-        if len(changes) < FENCE_BATCH:
-            del sessions.leaving[broker_id]
+        if _fence_batch(txn, sessions, broker_id, ctx.config.unclean_leader_election_enable):
             log.info("fencing broker %d: its last leadership and ISR changes are written", broker_id)
+
+
+def _fence_batch(txn: Txn, sessions: BrokerSessions, broker_id: int, unclean: bool) -> bool:
+    """The next ``FENCE_BATCH`` changes of ``broker_id``'s fence; True when they were its last.
+
+    Its partitions are listed once, at the first batch: a pass over 100,000 for each batch
+    cost the controller more than the batch itself.  A fenced broker joins no ISR and is
+    elected nowhere, so the list stays complete while the batches go out."""
+    keys = sessions.leaving.get(broker_id)
+    if keys is None:
+        listed = leaving_partitions(txn.image, broker_id)
+        log.info("fencing broker %d: %d partitions to change (those it leads first, %d per batch)",
+                 broker_id, len(listed), FENCE_BATCH)
+        keys = sessions.leaving[broker_id] = iter(listed)
+    changes = leaving_changes(txn.image, broker_id, unclean, keys, limit=FENCE_BATCH)
+    txn.add(*changes)
+    if len(changes) < FENCE_BATCH:
+        del sessions.leaving[broker_id]
+        return True
+    return False
 
 
 def unregister_broker(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:

@@ -83,7 +83,7 @@ class _Pending:
     last_offset: int
     records: tuple[MetadataRecord, ...]
     image: MetadataImage  # the committed image once these records commit
-    values: tuple[bytes, ...] = ()  # the records encoded
+    values: tuple[bytes, ...]  # the records encoded
 
 
 class QuorumController:
@@ -201,8 +201,7 @@ class QuorumController:
         20,000 ISRs, issue 19)."""
         if self._active and values and self._pending and last_offset > self._committed.offset:
             p = self._pending[0]
-            if p.last_offset == last_offset and p.base_offset == last_offset - len(values) + 1 \
-                    and p.values and all(a == b for a, b in zip(p.values, values)):
+            if p.last_offset == last_offset and p.values == tuple(values):
                 self._committed = self._pending.popleft().image
                 return
         self.replay(serde.decode_all(values), last_offset)
