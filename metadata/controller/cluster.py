@@ -173,6 +173,7 @@ def fence(txn: Txn, b: BrokerRegistration, unclean: bool, sessions: BrokerSessio
     if sessions is None:
         txn.add(*broker_leaving(txn.image, b.id, unclean))
     else:
+        sessions.leaving[b.id] = None  # listed afresh: not what an earlier fence left
         _fence_batch(txn, sessions, b.id, unclean)
     txn.add(make("FenceBrokerRecord", id=b.id, epoch=b.epoch))
 
