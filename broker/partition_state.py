@@ -439,6 +439,22 @@ class PartitionState:
             return None
         return self._propose(IsrChange.SHRINK, tuple(sorted(self.isr - set(out))), tuple(out))
 
+    def isr_settled(self) -> bool:
+        """Whether no ISR shrink can come of this leadership until it changes: no proposal
+        in flight and every ISR follower has fetched up to our log end (a follower at the
+        log end is caught up however long ago it fetched, as in Kafka).  Anything that can
+        unsettle it -- an append, a new leadership or ISR -- goes through the partition's
+        ``notify``, so the replica manager checks only the partitions notified since."""
+        if not self.is_leader or self.pending is not None:
+            return self.pending is None
+        leo = self.log_end_offset
+        for rid in self.isr:
+            if rid != self.local_id:
+                state = self.remote.get(rid)
+                if state is None or state.log_end_offset != leo:
+                    return False
+        return True
+
     def _propose(self, kind: IsrChange, new_isr: tuple[int, ...], changed: tuple[int, ...]) -> IsrProposal:
         epochs = tuple(self.remote[r].broker_epoch if r != self.local_id and r in self.remote else -1
                        for r in new_isr)

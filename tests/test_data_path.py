@@ -156,6 +156,28 @@ async def test_a_quiet_follower_is_caught_up_when_its_partition_next_changes(man
     assert proposal is None, f"a live follower at the log end was dropped: {proposal}"
 
 
+async def test_the_isr_check_still_drops_a_follower_that_stops_fetching_after_a_write(many_path):
+    """The periodic ISR check looks only at leaderships notified since the last check or
+    left unsettled by it (an idle node no longer walks every replica): a write the
+    follower never fetches must still cost it its ISR place after the lag time, even
+    when the check in between found nothing to do yet, and no quiet partition goes."""
+    from kraft import clock
+
+    lag_ms = 30_000
+    replicas = many_path.replicas
+    sid = (await many_path.fetch(session_fetch(0, 0, {i: 0 for i in range(MANY)}, 0), 12))["session_id"]
+    now = clock.monotonic_ms()
+    replicas._check_isrs(now, lag_ms)  # everything settled: nothing proposed
+    assert replicas.isr_proposals == []
+    await many_path.produce(produce_to(5), 9)  # the follower fetches no more
+    replicas._check_isrs(now + 10, lag_ms)  # within the lag time: not yet
+    assert replicas.isr_proposals == []
+    replicas._check_isrs(now + lag_ms + 1_000, lag_ms)
+    proposed = {(p.index, proposal.new_isr) for p, proposal in replicas.isr_proposals}
+    assert proposed == {(5, (LEADER,))}, proposed
+    assert sid
+
+
 async def test_a_produce_parses_each_batch_header_once(data_path):
     """The payload's headers are parsed (and CRC-checked) once, by validation; the append,
     its offset stamping and the producer state use those headers instead of parsing the
