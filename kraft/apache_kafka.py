@@ -166,10 +166,14 @@ class ApacheKafkaCluster:
 
     # Kafka's internal topics default to replication factor 3, which one node cannot hold.
     def __init__(self, base_dir: str | os.PathLike, *, nodes: int = 3,
-                 overrides: dict[str, str] | None = None):
+                 overrides: dict[str, str] | None = None, heap: str | None = None):
         self.layout = LocalCluster(base_dir, controllers=nodes, brokers=0, overrides=overrides)
         self.processes: dict[int, subprocess.Popen] = {}
         self.libs = ensure_libs()
+        # -Xmx512m by default (SERVER_JVM_OPTS); ``heap`` (e.g. "4g") for larger clusters:
+        # at 15,000 partitions a 512 MB heap ran out (issue 19)
+        self.jvm_opts = SERVER_JVM_OPTS if heap is None else [
+            o for o in SERVER_JVM_OPTS if not o.startswith("-Xmx")] + [f"-Xmx{heap}"]
 
     @property
     def bootstrap_servers(self) -> str:
@@ -203,17 +207,21 @@ class ApacheKafkaCluster:
                 raise RuntimeError(f"kafka-storage format of node {node.node_id} failed: "
                                    f"{(result.stdout + result.stderr).strip()}")
 
-    def start(self) -> None:
+    def start(self, node_id: int | None = None) -> None:
+        """Start every node, or only ``node_id`` (again, after a kill)."""
         for node in self.layout.nodes.values():
+            if node_id is not None and node.node_id != node_id:
+                continue
             log = open(node.log_path, "ab")
             try:
                 self.processes[node.node_id] = subprocess.Popen(
                     tool_command("kafka-server-start", [str(node.config_path)], libs=self.libs,
-                                 jvm_opts=SERVER_JVM_OPTS, log_config="log4j2-server.properties"),
+                                 jvm_opts=self.jvm_opts, log_config="log4j2-server.properties"),
                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                     start_new_session=True)
             finally:
                 log.close()
+            node.process = self.processes[node.node_id]
 
     def wait_ready(self, timeout_s: float = 120.0) -> None:
         """Until every broker answers Metadata listing all of them (registered, unfenced)."""
