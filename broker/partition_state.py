@@ -445,8 +445,10 @@ class PartitionState:
         log end is caught up however long ago it fetched, as in Kafka).  Anything that can
         unsettle it -- an append, a new leadership or ISR -- goes through the partition's
         ``notify``, so the replica manager checks only the partitions notified since."""
-        if not self.is_leader or self.pending is not None:
-            return self.pending is None
+        if self.pending is not None:
+            return False
+        if not self.is_leader:
+            return True
         leo = self.log_end_offset
         for rid in self.isr:
             if rid != self.local_id:
