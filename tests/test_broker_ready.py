@@ -119,7 +119,10 @@ def test_a_metadata_answer_over_many_partitions_gives_the_event_loop_back(tmp_pa
             before = turns
             answer = await api.handle(METADATA)
             assert sum(len(t["partitions"]) for t in answer["topics"]) == 5000
-            assert turns - before >= 4  # the loop ran other work between the steps
+            # Four steps give the loop back.  trio runs the two tasks of a batch in either
+            # order, so at least three of the other task's turns fall between them (none
+            # when the answer is built in one go).
+            assert turns - before >= 3
             nursery.cancel_scope.cancel()
 
     trio.run(main)

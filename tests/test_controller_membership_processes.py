@@ -188,8 +188,13 @@ def test_replacing_a_controllers_disk(make_cluster):
     cluster = make_cluster(controllers=3, brokers=1, overrides=fast_overrides())
     start_cluster(cluster)
     # The static voters' directory ids, learnt from their fetches, go into a VotersRecord.
+    # It must be on every controller before a disk fails: if only the leader and the
+    # victim had it, the wiped disk would take the victim's copy, and the other follower,
+    # lacking the record, could win an election with the new disk's vote and record the
+    # new directory itself (a CI run saw 'no voter 1 with directory id <old>').
     meta = {n.node_id: read_meta(n.data_dir).directory_id for n in cluster.controllers}
-    wait_until(lambda: directories(cluster, 1) == meta, what=f"directory ids {meta} recorded")
+    wait_until(lambda: all(directories(cluster, n.node_id) == meta for n in cluster.controllers),
+               what=f"directory ids {meta} recorded on every controller")
     leader, _ = wait_until(lambda: active_controller(cluster), what="an active controller")
     victim, other = [n for n in (1, 2, 3) if n != leader]
 
