@@ -78,10 +78,14 @@ def _comm(pid: int) -> str:
 
 
 def phases(metrics: list[dict]) -> list[dict]:
-    """Spark's stage metrics summed per phase (the job description they ran under)."""
+    """Spark's stage metrics summed per phase (the job description they ran under) and
+    the stage's place in it (a phase's first stage, second, ...)."""
     out: dict[str, dict] = {}
+    seen: dict[str, int] = {}
     for m in metrics:
-        p = out.setdefault(m["name"], {"phase": m["name"], "stages": 0, "tasks": 0,
+        k = seen[m["name"]] = seen.get(m["name"], 0) + 1
+        name = f"{m['name']}, stage {k}"
+        p = out.setdefault(name, {"phase": name, "stages": 0, "tasks": 0,
                                        "run-s": 0.0, "cpu-s": 0.0, "gc-s": 0.0,
                                        "shuffle-write-mb": 0.0, "spill-mb": 0.0,
                                        "peak-execution-mb": 0.0})
@@ -179,14 +183,26 @@ def generate(d: Path, kind: str, n: int, a) -> tuple[str, Path, int]:
 
     t = time.monotonic()
     if kind == "queue":
-        p = d / f"queue-{n}.parquet"
+        p = d / f"queue-{n}-p{a.partitions}-s{a.seed}.parquet"
+        if a.histories and p.exists():
+            import pyarrow.parquet as pq
+
+            got = pq.ParquetFile(p).metadata.num_rows
+            print(f"reusing {p} ({got} queue records)", flush=True)
+            return "queue", p, got
         got = write_parquet_chunks(iter_queue_history(n, partitions=a.partitions,
                                                       producers=12, consumers=8,
                                                       seed=a.seed), p)
         print(f"generated {got} queue records ({a.partitions} partitions) in "
               f"{time.monotonic() - t:.0f}s", flush=True)
         return "queue", p, got
-    p = d / "register.parquet"
+    p = d / f"register-{n}-k{a.keys}-s{a.seed}.parquet"
+    if a.histories and p.exists():
+        import pyarrow.parquet as pq
+
+        got = pq.ParquetFile(p).metadata.num_rows
+        print(f"reusing {p} ({got} register records)", flush=True)
+        return f"register ({a.keys} keys)", p, got
     r = register_history(n, keys=a.keys, processes=20, seed=a.seed)
     write_parquet(r, p)
     print(f"generated {len(r)} register records ({a.keys} keys) in "
@@ -229,7 +245,8 @@ def where(rows: list[dict]) -> list[str]:
 
 
 def _phase_table(title: str, ph: list[dict]) -> list[str]:
-    lines = ["", f"{title}: Spark stage metrics per phase (task time summed over tasks)", "",
+    lines = ["", f"{title}: Spark stage metrics per phase and stage "
+             "(task time summed over tasks)", "",
              "| phase | stages | tasks | task run s | task CPU s | GC s | "
              "shuffle write MB | spill MB | peak execution MB |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -256,6 +273,10 @@ def main() -> None:
                     help="Spark checks histories this large or less a second time in the "
                          "same session, to tell the JVM's warm-up from the check")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--histories", type=Path,
+                    help="keep the generated histories in this folder and reuse those "
+                         "found there (a 50M-record history takes minutes to generate; its "
+                         "file's name holds its size, partitions or keys, and seed)")
     ap.add_argument("--skip-spark", action="store_true")
     ap.add_argument("--skip-python", action="store_true")
     ap.add_argument("--no-write", action="store_true", help="do not write bench/results")
@@ -268,7 +289,8 @@ def main() -> None:
         return
 
     started = time.time()
-    d = Path(tempfile.mkdtemp(prefix="checker-bench-"))
+    d = a.histories or Path(tempfile.mkdtemp(prefix="checker-bench-"))
+    d.mkdir(parents=True, exist_ok=True)
     rows = []
     for spec in plan(a):
         kind, path, n = generate(d, *spec, a)
@@ -284,7 +306,8 @@ def main() -> None:
             print(table(rows[-1:])[-1], flush=True)
             if not a.no_write:  # after every run, so a cut-short benchmark leaves its rows
                 write(a, rows, started)
-        path.unlink()
+        if not a.histories:
+            path.unlink()
     print("\n".join(where(rows)))
 
 

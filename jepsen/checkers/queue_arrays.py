@@ -23,7 +23,8 @@ whole columns instead of a Python loop per record:
 
 An anomaly comes out as a *row*: ``kind``, ``key``, ``first`` (the lowest invoke
 index its example names), ``seq`` (its order among the anomalies of its kind, key and
-``first``), ``refs`` (``{"src", "i", "pos"}``: the rows it names),
+``first``), ``refs`` (``{"src", "i", "pos", "c"}``: the rows it names, ``c`` the
+completion index of the row's operation),
 ``offsets``, ``delta``, ``extra``, with what its example needs beyond those rows in
 ``more``.  The driver fetches the few operations the examples name and turns rows into
 the anomaly dicts of the single-process path (``spark_queue.example``).  Counts are
@@ -71,7 +72,7 @@ def analyse(key: str, r: Rows, t0: int, bucket_ns: int, max_examples: int
 
     Returns ``{"key", "counts": {kind: n}, "rows": [anomaly row], "more", "acked",
     "seen" (bucket -> sends acknowledged / first seen), "lag-sum", "lag-n", "worst"
-    (the send seen latest: ``{"lag", "i", "pos", "read-i"}`` or None)}``.
+    (the send seen latest: ``{"lag", "i", "c", "pos", "read-i", "read-c"}`` or None)}``.
     """
     f = _Found(key, r, max_examples)
     known = r.offset != NULL
@@ -94,10 +95,12 @@ class _Found:
         self.counts: dict[str, int] = {}
         self.rows: list[dict[str, Any]] = []
 
-    def ref(self, x: Any) -> dict[str, int]:
-        """A reference to row ``x``."""
+    def ref(self, x: Any) -> dict[str, Any]:
+        """A reference to row ``x``: ``c`` its operation's completion index (None while
+        pending), so the driver can read the operation's two records."""
+        c = int(self.r.c_index[x])
         return {"src": int(self.r.src[x]), "i": int(self.r.i_index[x]),
-                "pos": int(self.r.pos[x])}
+                "pos": int(self.r.pos[x]), "c": None if c == NULL else c}
 
     def add(self, kind: str, seq: np.ndarray, refs: list[np.ndarray],
             offsets: list[np.ndarray] | None = None, delta: np.ndarray | None = None,
@@ -281,7 +284,8 @@ def _lag(r: Rows, first_read: np.ndarray, t0: int, bucket_ns: int) -> dict[str, 
     if len(seen):
         j = np.lexsort((r.pos[seen], r.i_index[seen], -lag))[0]
         out["worst"] = {"lag": int(lag[j]), "i": int(r.i_index[seen[j]]),
-                        "pos": int(r.pos[seen[j]]), "read-i": int(r.i_index[q[j]])}
+                        "c": int(r.c_index[seen[j]]), "pos": int(r.pos[seen[j]]),
+                        "read-i": int(r.i_index[q[j]]), "read-c": int(r.c_index[q[j]])}
     return out
 
 

@@ -1,14 +1,12 @@
 """Running the checkers on Spark: a quiet session, stage progress and metrics, the drivers.
 
-The queue checker (``jepsen.checkers.spark_queue``): the JVM reads the Parquet history,
-pairs each invocation with its completion by one window over ``(process, index)``,
-parses and explodes messages and reads into rows keyed by partition, and hands each
-partition's rows as Arrow columns to one Python worker, which finds every anomaly with
-numpy (``queue_arrays``); the driver receives counts, statistics and the few operations
-its examples name.  The linearizability search per key stays in Python too, as an
-``applyInPandas`` call over each bucket of keys.  Statistics are aggregations (exact
-nearest-rank quantiles, as the single-process path takes them).  The driver never holds
-the whole history.
+The queue checker (``jepsen.checkers.spark_queue``): the JVM reads the Parquet history
+and hashes records by process to the Python workers, which pair and cut them into rows
+with Arrow kernels (``queue_rows``); the JVM hashes the rows by partition key to the
+workers again, which find every anomaly with numpy (``queue_arrays``) and merge the
+statistics; the driver receives counts, statistics and the few records its examples
+name.  The linearizability search per key stays in Python too, as an ``applyInPandas``
+call over each bucket of keys.  The driver never holds the whole history.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ import threading
 import time
 import zipfile
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +33,7 @@ from jepsen.checkers._common import (
     time_buckets,
 )
 from jepsen.history import (
+    INFO,
     Op,
     decode_value,
     history_file,
@@ -477,55 +475,84 @@ def spark_check_queue(spark, source, sub_via: str | None = None,
                       partitions: int | None = None) -> dict[str, Any]:
     """The queue checker on Spark; returns what ``queue.check_queue`` returns.
 
-    The analysis is ``jepsen.checkers.spark_queue``; the driver receives counts,
-    statistics and the operations named by at most ``max_examples`` anomalies of each
-    type.  The paired operations are cached (uncompressed: cheaper to build than to
-    pair twice) for the four jobs that read them: counts and time grid, the analysis,
-    statistics, and the examples' operations.  ``partitions``: how many partitions the
-    analysis's rows get (``spark.sql.shuffle.partitions`` by default).
+    The analysis is ``jepsen.checkers.spark_queue``: one job pairs, reads and analyses
+    the records, and returns counts, statistics and at most ``max_examples`` anomaly
+    rows of each type; a second reads the few records the examples name.  The time grid
+    comes from the records (the Parquet footer's statistics, else one aggregation);
+    when the operations' own grid differs (a stray completion at an end), the check
+    runs again on it.  ``partitions``: how many partitions each shuffle makes
+    (``spark.sql.shuffle.partitions`` by default).
     """
     from jepsen.checkers import spark_queue
 
     df = history_frame(spark, source)
-    paired = paired_frame(df, queue.RESET_FS).persist()
-    try:
-        with phase(spark, "queue: pair operations, count"):
-            counts, t0, bucket_ns = _counts_and_grid(paired)
-        if sub_via is None:
-            sub_via = "subscribe" if "subscribe" in counts else (
-                "assign" if "assign" in counts else None)
+    grid = _record_grid(df, source)
 
-        def stats() -> dict[str, Any]:
-            with phase(spark, "queue: latency, throughput"):
-                return spark_stats(paired, t0, bucket_ns, counts)
+    def records(pairs):
+        with phase(spark, "queue: read the examples' records"):
+            return flats_at(spark, df, pairs)
 
-        # the statistics read only the cache: their job runs beside the analysis's,
-        # using the cores while the driver plans, collects and reads examples
-        with ThreadPoolExecutor(1, thread_name_prefix="queue-stats") as pool:
-            later = pool.submit(stats)
-            with phase(spark, "queue: find anomalies"):
-                result = spark_queue.check(paired, t0, bucket_ns, sub_via, max_examples,
-                                           lambda idx: flats_at(spark, paired, idx),
-                                           partitions)
-            result["stats"] = later.result()
-    finally:
-        paired.unpersist()
+    with phase(spark, "queue: pair, cut rows, find anomalies"):
+        for _ in range(2):
+            result, own = spark_queue.check(df, *grid, sub_via, max_examples, records,
+                                            partitions)
+            if own == grid:
+                break
+            grid = own
     return {"checker": "queue", **result}
 
 
-def flats_at(spark, paired, indexes: list[int]) -> list[Flat]:
-    """The flat operations invoked at ``indexes``: a filter when they are few (one job),
-    else a broadcast join (a literal per index would make a huge plan)."""
+def _record_grid(df, source) -> tuple[int, int]:
+    """``(t0, bucket_ns)`` over the records' first and last time: those of the
+    operations unless a completion without invocation lies outside them."""
     from pyspark.sql import functions as F
 
+    lo = hi = None
+    if isinstance(source, (str, os.PathLike)):
+        with contextlib.suppress(Exception):  # no footer statistics: ask Spark
+            import pyarrow.parquet as pq
+
+            md = pq.ParquetFile(parquet_source(source)).metadata
+            col = md.schema.names.index("time")
+            for g in range(md.num_row_groups):
+                st = md.row_group(g).column(col).statistics
+                lo = st.min if lo is None else min(lo, st.min)
+                hi = st.max if hi is None else max(hi, st.max)
+    if lo is None:
+        lo, hi = df.agg(F.min("time"), F.max("time")).first()
+    if lo is None:
+        return 0, 1
+    return int(lo), time_buckets(int(lo), int(hi))
+
+
+def flats_at(spark, df, pairs: Iterable[tuple[int, int | None]]) -> list[Flat]:
+    """The flat operations of ``(invoke index, completion index or None)`` pairs, from
+    their records: a filter when they are few (one job), else a broadcast join (a
+    literal per index would make a huge plan)."""
+    from pyspark.sql import functions as F
+
+    pairs = sorted(set(pairs), key=lambda p: p[0])
+    indexes = sorted({i for p in pairs for i in p if i is not None})
     if not indexes:
         return []
     if len(indexes) <= 256:
-        found = paired.filter(F.col("i_index").isin(list(indexes)))
+        found = df.filter(F.col("index").isin(indexes))
     else:
-        want = spark.createDataFrame([(i,) for i in indexes], "i_index long")
-        found = paired.join(F.broadcast(want), "i_index")
-    return list(_flats(found.select(*_FLAT_COLS).collect()))
+        want = spark.createDataFrame([(i,) for i in indexes], "index long")
+        found = df.join(F.broadcast(want), "index")
+    cols = ("index", "time", "process", "actor", "type", "f", "value", "error")
+    at = {r[0]: r for r in found.select(*cols).collect()}
+    out = []
+    for i, c in pairs:
+        a, b = at[i], at.get(c)
+        p = a[2] if a[2] is not None else a[3]
+        if b is None:
+            out.append(Flat(p, a[5], i, a[1], decode_value(a[6]), None, None, INFO, None,
+                            None))
+        else:
+            out.append(Flat(p, a[5], i, a[1], decode_value(a[6]), c, b[1], b[4],
+                            decode_value(b[6]), b[7]))
+    return out
 
 
 def spark_check_linearizable(spark, source, model: str | linear.Model = "cas-register",

@@ -1,201 +1,77 @@
-"""The queue checker on Spark: one row per message and read, analysed per partition.
+"""The queue checker on Spark: one row per message and read, analysed per partition key.
 
 Theory of operation
 -------------------
-The JVM pairs invocations with completions (``spark.paired_frame``: one window over
-each process's records, so one shuffle; the caller caches the pairs), parses the JSON
-values once each as variants and explodes each send into its messages and each ok poll
-into the ``(offset, value)`` pairs it read: one table of *rows* (:func:`rows_frame`),
-which is shuffled once more, by partition key.  Each key's rows then reach one Python
-worker as Arrow columns (``applyInArrow``), where ``queue_arrays.analyse`` finds every
-anomaly of ``queue.check_partition`` with numpy sorts and grouped reductions -- no
-Python per record -- and returns counts, at most ``max_examples`` anomaly rows of each
-type, and the unseen series and lag.  A key is the unit of analysis: all of a key's
-rows are in one worker at once (one partition's history, never the whole history).
+Two shuffles and two Python hand-overs, no window, sort or cache in the JVM:
 
-The driver receives those small results (:func:`assemble`), reads just the operations
-the examples name and builds the anomaly dicts with the same functions as the
-single-process path, so both paths report the same thing.
+1. the JVM reads the Parquet history and hashes each record by its process, so every
+   record of a process reaches one Python worker;
+2. there, ``queue_rows.rows_of_records`` sorts them, pairs each invocation with its
+   completion and cuts sends and polls into *rows*, one per message sent and per
+   ``(offset, value)`` read (Arrow kernels: regular expressions and string splits over
+   whole columns; ``queue.records_of`` only for values that are not integers), and adds
+   one row per ``f`` with that partition's part of the statistics;
+3. the JVM hashes the rows by partition key, so all rows of a key reach one worker,
+   where ``queue_arrays.analyse`` finds every anomaly of ``queue.check_partition`` with
+   numpy sorts and grouped reductions, and returns counts, at most ``max_examples``
+   anomaly rows of each type, and the unseen series and lag; the statistics rows of an
+   ``f`` are merged there too (``queue_rows.stats_of``).
+
+A key is the unit of analysis: all of a key's rows are in one worker at once (one
+partition's history, never the whole history).  The driver receives those small
+results (:func:`assemble`), reads just the records the examples name and builds the
+anomaly dicts with the same functions as the single-process path, so both paths report
+the same thing.
 """
 
 from __future__ import annotations
 
-import decimal
-import json
+import functools
 import pickle
 from typing import Any
 
-from jepsen.checkers import queue, queue_arrays
+from jepsen.checkers import queue, queue_arrays, queue_rows
+from jepsen.checkers._common import stats_dict, time_buckets
 
 
 # ---------------------------------------------------------------- the plan
 
-def _at(v, path: str):
-    """The variant at ``path`` in ``v`` (SQL null when there is none).
 
-    The checker reads variants by path and as JSON text only: a cast of a variant to
-    another type (``try_variant_get(.., "long")``, ``.cast("long")``) builds a Cast
-    expression per row (a sixth of this stage's samples in a profile).
-    """
-    from pyspark.sql import functions as F
-
-    return F.variant_get(v, path, "variant")
-
-
-def _pair(v):
-    """Whether the variant ``v`` is a list of two (``[key, x]``, ``[offset, value]``)."""
-    return _at(v, "$[1]").isNotNull() & _at(v, "$[2]").isNull()
-
-
-def _long(v):
-    """A JSON integer as a long (null for anything else), read from its text."""
-    from pyspark.sql import functions as F
-
-    return F.to_json(v).try_cast("long")
-
-
-def _messages(text):
-    """A send value as an array of ``[key, x]`` messages (the single- or multi-message
-    form), each a variant: the JSON is parsed once and read by path."""
-    from pyspark.sql import functions as F
-
-    v = F.try_parse_json(text)
-    multi = F.to_json(_at(v, "$[0]")).startswith("[")  # its first item is a list
-    return (F.when(multi, F.try_variant_get(v, "$", "array<variant>"))
-            .when(_pair(v), F.array(v))
-            .otherwise(F.array().cast("array<variant>")))
-
-
-def _value_cols(v):
-    """A message value's identity, as two columns ``(value, nested)``.
-
-    Values are told apart as Jepsen's EDN values are (and the pure path, ``queue._h``):
-    ``1``, ``1.0`` and ``true`` are three values, ``-0.0`` and ``0.0`` one (as Clojure's
-    ``=`` has them), and a list or map holds its items by the same rule.
-
-    A scalar's identity is ``value``, a text: its canonical JSON, except that a number
-    written with a fraction or an exponent is a float, told from every integer (the
-    variant's own text writes ``1.0`` as ``1``): its double's text (``1.0``,
-    ``1.0E20``), one text per double as Python's float equality has it.  JSON's
-    ``-0.0`` is the decimal 0 to Spark, but ``-0.0e0`` a double whose text keeps the
-    sign: the sum with ``0.0`` drops it.  A list or map (rare as a queue value) has no
-    SQL text that keeps its items' floats (``to_json`` writes ``[1, 1.0]`` as ``[1,1]``),
-    so it travels as the variant ``nested``, whose decimals keep their scale, with a
-    null ``value``: the analysing worker writes its text (``_nested_text``).
-    """
-    from pyspark.sql import functions as F
-
-    kind = F.schema_of_variant(v)
-    container = kind.startswith("ARRAY") | kind.startswith("OBJECT")
-    number = kind.startswith("DECIMAL") | (kind == "DOUBLE")
-    double = F.variant_get(v, "$", "double") + F.lit(0.0)
-    text = (F.when(container, F.lit(None).cast("string"))
-            .when(number, double.cast("string")).otherwise(F.to_json(v)))
-    return text.alias("value"), F.when(container, v).alias("nested")
-
-
-def _nested_text(x: Any) -> str:
-    """The text of a list or map value in ``VariantVal.toPython``'s form: canonical
-    JSON, names sorted, a float (a ``float``, or a ``Decimal`` with a fraction) written
-    as Python writes the float, ``-0.0`` as ``0.0``, so never as an integer."""
-    if isinstance(x, bool) or x is None or isinstance(x, str):
-        return json.dumps(x)
-    if isinstance(x, int):
-        return str(x)
-    if isinstance(x, decimal.Decimal):
-        return str(int(x)) if x.as_tuple().exponent >= 0 else repr(float(x) + 0.0)
-    if isinstance(x, float):
-        return repr(x + 0.0)
-    if isinstance(x, list):
-        return "[" + ",".join(_nested_text(y) for y in x) + "]"
-    if isinstance(x, dict):
-        return "{" + ",".join(f"{json.dumps(k)}:{_nested_text(x[k])}" for k in sorted(x)) + "}"
-    return repr(x)  # dates and the like: no JSON value reads as one
-
-
-def _send_key(v):
-    """The partition key of a message (a variant) as the rows name it: a string ``s``
-    as ``'"' + s``, told from the number of the same digits (``"3"`` and ``3`` are two
-    partitions, as on the pure path), anything else as its JSON text."""
-    from pyspark.sql import functions as F
-
-    text = F.to_json(v)
-    return F.when(text.startswith('"'),
-                  F.concat(F.lit('"'), F.variant_get(v, "$", "string"))).otherwise(text)
-
-
-def _poll_key(name):
-    """A poll's partition key (a name of its JSON object) as the rows name it: a name of
-    digits is the integer, as ``history.decode_value`` reads it back; any other name
-    the string."""
-    from pyspark.sql import functions as F
-
-    integer = F.coalesce(name.try_cast("decimal(38,0)").cast("string"), name)
-    return F.when(name.rlike("^-?[0-9]+$"), integer).otherwise(F.concat(F.lit('"'), name))
-
-
-def rows_frame(paired):
-    """One row per sent message and per read (see the module doc), with the columns of
-    ``queue_arrays.Rows`` (``type``: 0 ok, 1 fail, 2 info) and the ``key``.
-
-    ``paired`` is a ``paired_frame`` with the ``reset`` column of ``queue.RESET_FS``.
-    A value is compared by ``_value_cols``, the same on both sides.
-    """
-    from pyspark.sql import functions as F
-
-    c = F.col
-    ok = c("c_type") == "ok"
-    ops = paired.filter(c("f").isin("send", "poll")).select(
-        "f", "i_index", "i_time", "c_index", "c_time", "c_type", "i_value", "c_value",
-        F.coalesce(c("process").cast("string"), F.concat(F.lit("@"), c("actor")))
-        .alias("proc"), "reset")
-    common = ("proc", "i_index", "i_time", "c_index", "c_time")
-    code = (F.when(ok, F.lit(queue_arrays.OK))
-            .when(c("c_type") == "fail", F.lit(queue_arrays.FAIL))
-            .otherwise(F.lit(queue_arrays.INFO)).cast("byte"))
-    # each value parsed once per operation, before the explode copies the row
-    sends = ops.filter(c("f") == "send").select(
-        *common, code.alias("type"), "reset", _messages(c("i_value")).alias("sent"),
-        F.when(ok, _messages(c("c_value"))).alias("acks"))
-    sent = sends.select(*common, "type", "reset", "acks",
-                        F.posexplode("sent").alias("pos", "m"))
-    ack = _at(F.get(c("acks"), c("pos")), "$[1]")  # [offset, value] when acknowledged
-    acked = _pair(ack)
-    messages = sent.select(
-        _send_key(_at("m", "$[0]")).alias("key"),
-        F.lit(queue_arrays.SEND).cast("byte").alias("src"), *common, "type", "pos",
-        F.when(acked, _long(_at(ack, "$[0]"))).alias("offset"),
-        *_value_cols(F.when(acked, _at(ack, "$[1]")).otherwise(_at("m", "$[1]"))), "reset")
-    polls = ops.filter((c("f") == "poll") & ok).select(
-        *common, "reset",
-        F.explode(F.from_json("c_value", "map<string,array<array<variant>>>"))
-        .alias("name", "pairs"))
-    reads = polls.select(
-        _poll_key(c("name")).alias("key"), *common, "reset",
-        F.posexplode("pairs").alias("pos", "pair")).select(
-        "key", F.lit(queue_arrays.READ).cast("byte").alias("src"), *common,
-        F.lit(queue_arrays.OK).cast("byte").alias("type"), "pos",
-        _long(F.get(c("pair"), 0)).alias("offset"), *_value_cols(F.get(c("pair"), 1)),
-        "reset")
-    return messages.unionByName(reads)
+def rows_frame(df, t0: int, bucket_ns: int, partitions: int | None = None):
+    """The rows of the analysis packed per key (``queue_rows.PACKED_DDL``), statistics
+    parts included, from a frame of history records: one shuffle by process in the
+    JVM, then ``queue_rows.packed_rows`` in the Python workers."""
+    records = df.select("process", "actor", "index", "time", "type", "f", "value")
+    records = (records.repartition(partitions, "process", "actor") if partitions
+               else records.repartition("process", "actor"))
+    return records.mapInArrow(
+        functools.partial(queue_rows.packed_rows, t0=t0, bucket_ns=bucket_ns),
+        queue_rows.PACKED_DDL)
 
 
 def _analyser(t0: int, bucket_ns: int, max_examples: int):
-    """The ``applyInArrow`` function: the rows of the keys of one hash (almost always
-    one key) in, one pickled ``queue_arrays.analyse`` result per key out."""
+    """``mapInArrow``'s function over packed rows hashed by key (all of a key's in one
+    partition): one pickled result per key, ``queue_arrays.analyse``'s, or for the
+    statistics parts of an ``f`` ``queue_rows.stats_of``'s."""
 
-    def analyse(table):
+    def analyse(batches):
         import pyarrow as pa
-        import pyarrow.compute as pc
 
-        keys = table.column("key").combine_chunks().dictionary_encode()
+        by_key: dict[str, list[bytes]] = {}
+        for b in batches:
+            for key, data in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
+                by_key.setdefault(key, []).append(data)
         out = []
-        for k, key in enumerate(keys.dictionary.to_pylist()):
-            rows = table if len(keys.dictionary) == 1 else \
-                table.filter(pc.equal(keys.indices, k))
-            out.append(pickle.dumps(queue_arrays.analyse(key, _columns(rows), t0, bucket_ns,
-                                                         max_examples)))
-        return pa.table({"result": pa.array(out, pa.binary())})
+        for key, blobs in by_key.items():
+            if key.startswith(queue_rows.STATS_KEY):
+                got = queue_rows.stats_of([pickle.loads(x) for x in blobs])
+            else:
+                got = queue_arrays.analyse(key, _columns(queue_rows.unpack_rows(blobs)),
+                                           t0, bucket_ns, max_examples)
+            out.append(pickle.dumps(got))
+        if out:
+            yield pa.RecordBatch.from_pydict({"result": out}, schema=pa.schema(
+                [("result", pa.binary())]))
 
     return analyse
 
@@ -211,47 +87,63 @@ def _columns(table) -> queue_arrays.Rows:
         col = pc.cast(table.column(name), pa.int64())
         return pc.fill_null(col, int(queue_arrays.NULL)).to_numpy()
 
-    def codes(col):
-        return col.dictionary_encode(null_encoding="encode").indices.to_numpy() \
-            .astype(np.int64)
-
-    values = table.column("value").combine_chunks()
-    nested = table.column("nested").combine_chunks()
-    if nested.null_count < len(nested):  # lists and maps: their texts are written here
-        from pyspark.sql.types import VariantVal
-
-        mask = nested.is_valid()
-        texts = [_nested_text(VariantVal(x["value"], x["metadata"]).toPython())
-                 for x in nested.filter(mask).to_pylist()]
-        values = pc.replace_with_mask(values, mask, pa.array(texts, pa.string()))
+    def codes(name):
+        return table.column(name).combine_chunks() \
+            .dictionary_encode(null_encoding="encode").indices.to_numpy().astype(np.int64)
 
     return queue_arrays.Rows(
-        src=longs("src"), proc=codes(table.column("proc").combine_chunks()),
-        i_index=longs("i_index"),
+        src=longs("src"), proc=codes("proc"), i_index=longs("i_index"),
         i_time=longs("i_time"), c_index=longs("c_index"), c_time=longs("c_time"),
         type=longs("type"), pos=longs("pos"), offset=longs("offset"),
-        value=codes(values), reset=longs("reset"))
+        value=codes("value"), reset=longs("reset"))
 
 
-def check(paired, t0: int, bucket_ns: int, sub_via: str | None, max_examples: int,
-          flats_of, partitions: int | None = None) -> dict[str, Any]:
-    """The queue result (without ``stats``) of a paired frame, like ``queue.check_queue``.
+def check(df, t0: int, bucket_ns: int, sub_via: str | None, max_examples: int,
+          flats_of, partitions: int | None = None) -> tuple[dict[str, Any], tuple[int, int]]:
+    """The queue result of a frame of history records, like ``queue.check_queue``, and
+    the time grid of its operations (``grid_of``).
 
-    ``flats_of(indexes)`` returns the flat operations invoked at those indexes;
-    ``partitions``: how many partitions the rows are hashed into
+    The unseen series and throughput are bucketed by ``(t0, bucket_ns)``; when the
+    grid returned differs, the caller checks again with it.  ``flats_of(pairs)``
+    returns the flat operations of ``(invoke index, completion index)`` pairs;
+    ``partitions``: how many partitions each shuffle makes
     (``spark.sql.shuffle.partitions`` when None).
     """
     from pyspark.sql import functions as F
 
-    # grouped by a 64-bit hash of the key: sorting by a long is much cheaper than by a
-    # string, and the function splits the rare group that holds two keys
-    rows = rows_frame(paired).withColumn("h", F.xxhash64("key"))
-    if partitions:
-        rows = rows.repartition(partitions, "h")  # the grouping below keeps it
-    found = rows.groupBy("h").applyInArrow(_analyser(t0, bucket_ns, max_examples),
-                                           "result binary")
-    parts = [pickle.loads(r[0]) for r in found.collect()]
-    return assemble(parts, t0, bucket_ns, sub_via, max_examples, flats_of)
+    # hashed by key: a key's rows all reach one worker, which splits its keys itself
+    # (no sort by key in the JVM, as a grouping would make)
+    rows = rows_frame(df, t0, bucket_ns, partitions)
+    h = F.xxhash64("key")
+    rows = rows.repartition(partitions, h) if partitions else rows.repartition(h)
+    found = rows.mapInArrow(_analyser(t0, bucket_ns, max_examples), "result binary")
+    parts, stats = [], []
+    for r in found.collect():
+        got = pickle.loads(r[0])
+        (stats if "f" in got else parts).append(got)
+    if sub_via is None:
+        fs = {s["f"] for s in stats}
+        sub_via = "subscribe" if "subscribe" in fs else ("assign" if "assign" in fs else None)
+    result = assemble(parts, t0, bucket_ns, sub_via, max_examples, flats_of)
+    result["stats"] = _stats(stats, t0, bucket_ns)
+    if not stats:
+        return result, (0, 1)
+    first = min(s["first"] for s in stats)
+    return result, (first, time_buckets(first, max(s["last"] for s in stats)))
+
+
+def _stats(stats: list[dict], t0: int, bucket_ns: int) -> dict[str, Any]:
+    """``basic_stats`` from ``queue_rows.stats_of``'s results, one per f."""
+    counts, latency, thru = {}, {}, {}
+    for s in stats:
+        counts[s["f"]] = {"ok": 0, "fail": 0, "info": 0, **s["counts"]}
+        if s["latency"] is not None:
+            latency[s["f"]] = s["latency"]
+        for b, kinds in s["throughput"].items():
+            t = thru.setdefault(b, {})
+            for k, n in kinds.items():
+                t[k] = t.get(k, 0) + n
+    return stats_dict(counts, latency, thru, t0, bucket_ns)
 
 
 # ---------------------------------------------------------------- the driver's part
@@ -282,15 +174,15 @@ def assemble(parts: list[dict], t0: int, bucket_ns: int, sub_via: str | None,
     for kind_rows in rows.values():
         kind_rows.sort(key=lambda r: (r["first"], r["key"], r["seq"]))
         examples += kind_rows[:max_examples]
-    wanted = {x["i"] for row in examples for x in row["refs"]}
+    wanted = {(x["i"], x["c"]) for row in examples for x in row["refs"]}
     for row in examples:
         if row["kind"] == "inconsistent-offsets":
-            wanted |= {x["i"] for x in more[("io", row["key"], row["offsets"][0])]}
+            wanted |= {(x["i"], x["c"]) for x in more[("io", row["key"], row["offsets"][0])]}
         elif row["kind"] == "duplicate":
             x = row["refs"][0]
-            wanted |= {y["i"] for _, y in more[("dup", row["key"], x["i"], x["pos"])]}
+            wanted |= {(y["i"], y["c"]) for _, y in more[("dup", row["key"], x["i"], x["pos"])]}
     if worst is not None:
-        wanted |= {worst[0]["i"], worst[0]["read-i"]}
+        wanted |= {(worst[0]["i"], worst[0]["c"]), (worst[0]["read-i"], worst[0]["read-c"])}
     got = _Ops(flats_of(sorted(wanted)))
     an: dict[str, list] = {}
     for row in sorted(examples, key=lambda r: r["seq"]):
@@ -315,11 +207,6 @@ def _rank(w: dict, key: str) -> tuple:
     return (w["lag"], -w["i"], -w["pos"], key)
 
 
-def _text(v: Any) -> str:
-    """A key as the rows name it (``_send_key``, ``_poll_key``)."""
-    return '"' + v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
-
-
 class _Ops:
     """The records of the few operations that examples name, by (invoke index, key)."""
 
@@ -328,7 +215,7 @@ class _Ops:
         self.polls: dict[tuple[int, str], tuple[Any, queue.PollRec]] = {}
         for fl in flats:
             for key, rec in queue.records_of(fl):
-                k = (rec.i_index, _text(key))
+                k = (rec.i_index, queue_rows.key_text(key))
                 if isinstance(rec, queue.SendRec):
                     self.sends.setdefault(k, {})[rec.pos] = (key, rec)
                 else:
