@@ -330,7 +330,7 @@ def write(a, rows: list[dict], started: float) -> None:
     (RESULTS / "checker.json").write_text(json.dumps(
         {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
          "args": {k: v for k, v in vars(a).items() if k not in ("child", "path", "warm")},
-         "runs": rows}, indent=1) + "\n")
+         "runs": rows}, indent=1, default=str) + "\n")
 
 
 if __name__ == "__main__":
