@@ -273,9 +273,7 @@ def parquet_source(source: str | os.PathLike[str] | Iterable[Op]) -> str:
 def history_frame(spark, source: str | os.PathLike[str] | Iterable[Op]):
     """A DataFrame of history records in the Parquet schema (see ``parquet_source``);
     a DataFrame (such as ``spark_kafka.topic_frame``'s) is taken as it is."""
-    from pyspark.sql import DataFrame
-
-    if isinstance(source, DataFrame):
+    if _is_frame(source):
         return source
     return spark.read.parquet(parquet_source(source))
 
@@ -485,8 +483,9 @@ def spark_check_queue(spark, source, sub_via: str | None = None,
     """
     from jepsen.checkers import spark_queue
 
-    df = history_frame(spark, source)
-    grid = _record_grid(df, source)
+    path = None if _is_frame(source) else parquet_source(source)
+    df = source if path is None else spark.read.parquet(path)
+    grid = _record_grid(df, path)
 
     def records(pairs):
         with phase(spark, "queue: read the examples' records"):
@@ -502,27 +501,40 @@ def spark_check_queue(spark, source, sub_via: str | None = None,
     return {"checker": "queue", **result}
 
 
-def _record_grid(df, source) -> tuple[int, int]:
-    """``(t0, bucket_ns)`` over the records' first and last time: those of the
-    operations unless a completion without invocation lies outside them."""
+def _is_frame(source) -> bool:
+    from pyspark.sql import DataFrame
+
+    return isinstance(source, DataFrame)
+
+
+def _record_grid(df, path: str | None) -> tuple[int, int]:
+    """``(t0, bucket_ns)`` over the records' first and last time (the Parquet file's
+    footer statistics, else one aggregation): those of the operations unless a
+    completion without invocation lies outside them."""
     from pyspark.sql import functions as F
 
-    lo = hi = None
-    if isinstance(source, (str, os.PathLike)):
-        with contextlib.suppress(Exception):  # no footer statistics: ask Spark
-            import pyarrow.parquet as pq
-
-            md = pq.ParquetFile(parquet_source(source)).metadata
-            col = md.schema.names.index("time")
-            for g in range(md.num_row_groups):
-                st = md.row_group(g).column(col).statistics
-                lo = st.min if lo is None else min(lo, st.min)
-                hi = st.max if hi is None else max(hi, st.max)
-    if lo is None:
-        lo, hi = df.agg(F.min("time"), F.max("time")).first()
-    if lo is None:
+    span = _footer_times(path) if path else None
+    if span is None:
+        span = df.agg(F.min("time"), F.max("time")).first()
+    if span[0] is None:
         return 0, 1
-    return int(lo), time_buckets(int(lo), int(hi))
+    return int(span[0]), time_buckets(int(span[0]), int(span[1]))
+
+
+def _footer_times(path: str) -> tuple[int, int] | None:
+    """The least and greatest ``time`` a Parquet file's footer records (None when a row
+    group lacks them, or the file has none)."""
+    import pyarrow.parquet as pq
+
+    try:
+        md = pq.ParquetFile(path).metadata
+        col = md.schema.names.index("time")
+        stats = [md.row_group(g).column(col).statistics for g in range(md.num_row_groups)]
+    except (OSError, ValueError):
+        return None
+    if not stats or any(st is None or not st.has_min_max for st in stats):
+        return None
+    return min(st.min for st in stats), max(st.max for st in stats)
 
 
 def flats_at(spark, df, pairs: Iterable[tuple[int, int | None]]) -> list[Flat]:
