@@ -28,16 +28,17 @@ from jepsen.checkers import linear, queue
 from jepsen.checkers._common import (
     QUANTILES,
     Flat,
+    flatten,
     quantile_rank,
     stats_dict,
     time_buckets,
 )
 from jepsen.history import (
-    INFO,
     Op,
     decode_value,
     history_file,
     read_jsonl,
+    row_to_op,
     write_parquet,
 )
 
@@ -543,7 +544,7 @@ def flats_at(spark, df, pairs: Iterable[tuple[int, int | None]]) -> list[Flat]:
     literal per index would make a huge plan)."""
     from pyspark.sql import functions as F
 
-    pairs = sorted(set(pairs), key=lambda p: p[0])
+    pairs = set(pairs)
     indexes = sorted({i for p in pairs for i in p if i is not None})
     if not indexes:
         return []
@@ -552,19 +553,11 @@ def flats_at(spark, df, pairs: Iterable[tuple[int, int | None]]) -> list[Flat]:
     else:
         want = spark.createDataFrame([(i,) for i in indexes], "index long")
         found = df.join(F.broadcast(want), "index")
-    cols = ("index", "time", "process", "actor", "type", "f", "value", "error")
-    at = {r[0]: r for r in found.select(*cols).collect()}
-    out = []
-    for i, c in pairs:
-        a, b = at[i], at.get(c)
-        p = a[2] if a[2] is not None else a[3]
-        if b is None:
-            out.append(Flat(p, a[5], i, a[1], decode_value(a[6]), None, None, INFO, None,
-                            None))
-        else:
-            out.append(Flat(p, a[5], i, a[1], decode_value(a[6]), c, b[1], b[4],
-                            decode_value(b[6]), b[7]))
-    return out
+    # the records of the operations only: a completion is the next of its process
+    # among them, so the single-process path's pairing reads them as the whole history
+    ops = sorted((row_to_op(r.asDict()) for r in found.collect()), key=lambda o: o.index)
+    wanted = {i for i, _ in pairs}
+    return [fl for fl in flatten(ops) if fl.i_index in wanted]
 
 
 def spark_check_linearizable(spark, source, model: str | linear.Model = "cas-register",
