@@ -42,10 +42,10 @@ def _records(ops: list[Op], shuffle: int | None = None):
 def _rows(ops: list[Op], batch: int = 1000, shuffle: int | None = None) -> list[tuple]:
     t = _records(ops, shuffle)
     out = pa.Table.from_batches(
-        list(queue_rows.rows_of_records(iter(t.to_batches(max_chunksize=batch)), 0, 1)),
+        list(queue_rows.rows_of_records(iter(t.to_batches(max_chunksize=batch)),
+                                        queue_rows.Stats(0, 1))),
         schema=queue_rows._schema())
-    rows = [r for r in out.to_pylist() if r["src"] != queue_rows.OP]
-    return sorted(tuple(r[c] for c in queue_rows.ROW_COLUMNS[:-1]) for r in rows)
+    return sorted(tuple(r[c] for c in queue_rows.ROW_COLUMNS) for r in out.to_pylist())
 
 
 def _expected(ops: list[Op]) -> list[tuple]:
@@ -177,11 +177,12 @@ def test_statistics_parts_merge_to_the_single_process_figures():
     odd = pa.array([p is not None and p % 2 == 1 for p in t.column("process").to_pylist()])
     parts: dict[str, list] = {}
     for piece in (t.filter(odd), t.filter(pa.compute.invert(odd))):
-        out = queue_rows.rows_of_records(iter(piece.to_batches()), t0, bucket_ns)
-        for r in pa.Table.from_batches(list(out)).to_pylist():
-            if r["src"] == queue_rows.OP:
-                parts.setdefault(r["key"], []).append(pickle.loads(r["stats"]))
-    assert all(len(p) == 2 for k, p in parts.items() if k[1:] in ("send", "poll"))
+        stats = queue_rows.Stats(t0, bucket_ns)
+        for _ in queue_rows.rows_of_records(iter(piece.to_batches()), stats):
+            pass
+        for part in stats.parts():  # as they travel between workers
+            parts.setdefault(part["f"], []).append(pickle.loads(pickle.dumps(part)))
+    assert all(len(p) == 2 for f, p in parts.items() if f in ("send", "poll"))
     got = [queue_rows.stats_of(p) for p in parts.values()]
     assert _stats(got, t0, bucket_ns) == basic_stats(flats, t0, bucket_ns)
     assert min(s["first"] for s in got) == t0

@@ -18,10 +18,9 @@ time, with no Python per record in the common case:
   value, a multi-message send, a key written ``"007"``) is read by ``queue.records_of``,
   the single-process path's own extraction, one operation at a time;
 * the operations' completion types, latencies and completion times are folded per
-  ``f`` as they go (``_Stats``) and leave as one *stats row* per ``f`` (``src``
-  :data:`OP`, ``key`` ``"\\0" + f``, the part pickled in ``stats``), which
-  :func:`stats_of` merges into the figures of ``basic_stats`` (exact nearest-rank
-  quantiles: the parts carry every latency).
+  ``f`` as they go (:class:`Stats`); :func:`packed_rows` sends each ``f``'s part under
+  the key ``"\\0" + f``, and :func:`stats_of` merges the parts into the figures of
+  ``basic_stats`` (exact nearest-rank quantiles: the parts carry every latency).
 
 A value's identity is its text (:func:`value_text`): two values have the same text
 exactly when ``queue._h`` finds them equal (``1``, ``1.0`` and ``true`` three values,
@@ -31,7 +30,9 @@ record give the same text.
 
 from __future__ import annotations
 
+import functools
 import json
+import pickle
 from collections.abc import Iterator
 from typing import Any
 
@@ -41,14 +42,12 @@ from jepsen.checkers import queue, queue_arrays
 from jepsen.checkers._common import QUANTILES, Flat, quantile_rank
 from jepsen.history import decode_value
 
-OP = 2  # the ``src`` of a stats row (``queue_arrays.SEND``, ``READ`` are 0 and 1)
-STATS_KEY = "\0"  # stats rows' keys start with it; no key text does (``key_text``)
+STATS_KEY = "\0"  # statistics parts' keys start with it; no key text does (``key_text``)
 NULL = int(queue_arrays.NULL)
 
-# The columns of the rows (Spark DDL; ``ROW_COLUMNS`` in this order).
+# The columns of the rows and their types (``ROW_COLUMNS`` in this order).
 ROW_DDL = ("key string, src byte, proc string, i_index long, i_time long, c_index long, "
-           "c_time long, type byte, pos int, offset long, value string, reset long, "
-           "stats binary")
+           "c_time long, type byte, pos int, offset long, value string, reset long")
 ROW_COLUMNS = tuple(c.split()[0] for c in ROW_DDL.split(", "))
 
 # Integers as the fast path reads them: canonical JSON (no -0, no leading zero) that
@@ -61,11 +60,12 @@ _ENTRY = rf'"{_INT}":\[(?:{_PAIR}(?:,{_PAIR})*)?\]'
 _POLL = rf"^\{{(?:{_ENTRY}(?:,{_ENTRY})*)?\}}$"
 
 
+@functools.cache
 def _schema():
     import pyarrow as pa
 
     types = {"string": pa.string(), "byte": pa.int8(), "int": pa.int32(),
-             "long": pa.int64(), "binary": pa.binary()}
+             "long": pa.int64()}
     return pa.schema([(c.split()[0], types[c.split()[1]]) for c in ROW_DDL.split(", ")])
 
 
@@ -103,7 +103,7 @@ def key_text(k: Any) -> str:
 
 class _Carry:
     """What one chunk leaves to the next: an invocation waiting for its completion, and
-    the latest position reset of the batch's last process."""
+    the latest position reset of the chunk's last process."""
 
     def __init__(self) -> None:
         self.invoke = None  # a one-row table
@@ -114,10 +114,9 @@ class _Carry:
 CHUNK = 1 << 16  # records read at a time: bounds the arrays made along the way
 
 
-def rows_of_records(batches: Iterator[Any], t0: int, bucket_ns: int) -> Iterator[Any]:
-    """``mapInArrow``'s function (the grid bound by ``functools.partial``): all records
-    of some processes (columns ``process, actor, index, time, type, f, value``, in any
-    order) in; their rows, and one stats row per ``f``, out."""
+def rows_of_records(batches: Iterator[Any], stats: Stats) -> Iterator[Any]:
+    """All records of some processes (columns ``process, actor, index, time, type, f,
+    value``, in any order) in; their rows out, their operations folded into ``stats``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -129,37 +128,35 @@ def rows_of_records(batches: Iterator[Any], t0: int, bucket_ns: int) -> Iterator
                       pc.cast(t.column("process"), pa.string()))
     t = t.append_column("proc", proc)
     t = t.take(pc.sort_indices(t, [("proc", "ascending"), ("index", "ascending")]))
-    carry, stats = _Carry(), _Stats(t0, bucket_ns)
+    carry = _Carry()
     for start in range(0, t.num_rows, CHUNK):
         yield from _rows(t.slice(start, CHUNK), carry, stats,
                          final=start + CHUNK >= t.num_rows)
-    yield stats.rows()
 
 
 PACKED_DDL = "key string, data binary"
 
 
 def packed_rows(batches: Iterator[Any], t0: int, bucket_ns: int) -> Iterator[Any]:
-    """``mapInArrow``'s function: :func:`rows_of_records`'s rows packed per key, one row
-    (``PACKED_DDL``) per key holding its rows as an Arrow IPC stream (without the key),
-    and per ``f`` one holding its pickled statistics part: the JVM then moves a few
-    large values by key instead of converting and hashing every row."""
+    """``mapInArrow``'s function (the grid bound by ``functools.partial``):
+    :func:`rows_of_records`'s rows packed per key, one row (``PACKED_DDL``) per key
+    holding its rows as an Arrow IPC stream (without the key), and per ``f`` one holding
+    its pickled statistics part: the JVM then moves a few large values by key instead of
+    converting and hashing every row."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    found = [b for b in rows_of_records(batches, t0, bucket_ns) if b.num_rows]
-    if not found:
-        return
-    t = pa.Table.from_batches(found)
-    stats = pc.equal(t.column("src"), OP)
-    keys: list[str] = t.filter(stats).column("key").to_pylist()
-    data: list[bytes] = t.filter(stats).column("stats").to_pylist()
-    rows = t.filter(pc.invert(stats))
-    if rows.num_rows:
+    stats = Stats(t0, bucket_ns)
+    found = [b for b in rows_of_records(batches, stats) if b.num_rows]
+    parts = stats.parts()
+    keys = [STATS_KEY + str(p["f"]) for p in parts]
+    data = [pickle.dumps(p) for p in parts]
+    if found:
+        rows = pa.Table.from_batches(found)
         enc = rows.column("key").combine_chunks().dictionary_encode()
         order = pc.sort_indices(enc.indices)
         codes = enc.indices.take(order).to_numpy()
-        rows = rows.take(order).drop_columns(["key", "stats"])
+        rows = rows.take(order).drop_columns(["key"])
         starts = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist()]
         for a, b in zip(starts, [*starts[1:], len(codes)]):
             sink = pa.BufferOutputStream()
@@ -167,6 +164,8 @@ def packed_rows(batches: Iterator[Any], t0: int, bucket_ns: int) -> Iterator[Any
                 w.write_table(rows.slice(a, b - a))
             keys.append(enc.dictionary[int(codes[a])].as_py())
             data.append(sink.getvalue().to_pybytes())
+    if not keys:
+        return
     yield pa.RecordBatch.from_pydict(
         {"key": keys, "data": data},
         schema=pa.schema([("key", pa.string()), ("data", pa.binary())]))
@@ -179,7 +178,7 @@ def unpack_rows(blobs: list[bytes]):
     return pa.concat_tables([pa.ipc.open_stream(b).read_all() for b in blobs])
 
 
-def _rows(t, carry: _Carry, stats: "_Stats", final: bool) -> Iterator[Any]:
+def _rows(t, carry: _Carry, stats: Stats, final: bool) -> Iterator[Any]:
     """The rows of one chunk of records sorted by ``(proc, index)`` (``final``: the
     last chunk), its operations folded into ``stats``."""
     import pyarrow as pa
@@ -259,7 +258,7 @@ def _null_where(arr, mask: np.ndarray):
 
 
 def _op_rows(t, ops: np.ndarray, comp: np.ndarray, reset: np.ndarray,
-             stats: "_Stats") -> Iterator[Any]:
+             stats: Stats) -> Iterator[Any]:
     """The rows of the operations invoked at ``ops`` (completed at ``comp``, or -1)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -321,8 +320,7 @@ def _matches(arr, pattern: str) -> np.ndarray:
 
 
 def _table(cols: dict, o: dict, at: np.ndarray):
-    """A row table: ``cols`` given, the rest taken from the operations ``o`` at ``at``
-    (``stats`` null)."""
+    """A row table: ``cols`` given, the rest taken from the operations ``o`` at ``at``."""
     import pyarrow as pa
 
     schema = _schema()
@@ -330,8 +328,6 @@ def _table(cols: dict, o: dict, at: np.ndarray):
     for name in ROW_COLUMNS:
         if name in cols:
             x = cols[name]
-        elif name not in o:
-            x = pa.nulls(len(at))
         elif isinstance(o[name], np.ndarray):
             x = o[name][at]
         else:
@@ -421,13 +417,13 @@ def _slow_rows(t, ops: np.ndarray, comp: np.ndarray, o: dict, at: np.ndarray):
 # ---------------------------------------------------------------- statistics
 
 
-class _Stats:
+class Stats:
     """One partition's part of ``basic_stats``, per ``f``: completion types counted,
     latencies, completions per time bucket and type, first and last time."""
 
     def __init__(self, t0: int, bucket_ns: int) -> None:
         self.t0, self.bucket_ns = t0, bucket_ns
-        self.parts: dict[str, dict[str, Any]] = {}
+        self.parts_by_f: dict[str, dict[str, Any]] = {}
 
     def add(self, f, c_type, i_time: np.ndarray, c_time: np.ndarray) -> None:
         fs = f.dictionary_encode(null_encoding="encode")
@@ -439,7 +435,7 @@ class _Stats:
         f_code = fs.indices.to_numpy(zero_copy_only=False)
         for k, name in enumerate(fs.dictionary.to_pylist()):
             m = f_code == k
-            part = self.parts.setdefault(name, {"f": name, "counts": {}, "lat": [],
+            part = self.parts_by_f.setdefault(name, {"f": name, "counts": {}, "lat": [],
                                                 "thru": {}, "first": None, "last": None})
             for w, n in zip(*np.unique(code[m], return_counts=True)):
                 part["counts"][words[w]] = part["counts"].get(words[w], 0) + int(n)
@@ -454,18 +450,9 @@ class _Stats:
             part["first"] = first if part["first"] is None else min(part["first"], first)
             part["last"] = last if part["last"] is None else max(part["last"], last)
 
-    def rows(self):
-        """One row per ``f``, its part pickled in ``stats``."""
-        import pickle
-
-        import pyarrow as pa
-
-        parts = [{**p, "lat": np.concatenate(p["lat"])} for p in self.parts.values()]
-        n = len(parts)
-        return pa.RecordBatch.from_pydict(
-            {"key": [STATS_KEY + str(p["f"]) for p in parts], "src": [OP] * n,
-             **{c: [None] * n for c in ROW_COLUMNS[2:-1]},
-             "stats": [pickle.dumps(p) for p in parts]}, schema=_schema())
+    def parts(self) -> list[dict[str, Any]]:
+        """Each ``f``'s part, its latencies in one array (:func:`stats_of` merges them)."""
+        return [{**p, "lat": np.concatenate(p["lat"])} for p in self.parts_by_f.values()]
 
 
 def stats_of(parts: list[dict[str, Any]]) -> dict[str, Any]:

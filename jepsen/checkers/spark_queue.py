@@ -9,12 +9,13 @@ Two shuffles and two Python hand-overs, no window, sort or cache in the JVM:
 2. there, ``queue_rows.rows_of_records`` sorts them, pairs each invocation with its
    completion and cuts sends and polls into *rows*, one per message sent and per
    ``(offset, value)`` read (Arrow kernels: regular expressions and string splits over
-   whole columns; ``queue.records_of`` only for values that are not integers), and adds
-   one row per ``f`` with that partition's part of the statistics;
+   whole columns; ``queue.records_of`` only for values that are not integers), folds
+   each ``f``'s statistics, and packs each key's rows into one Arrow IPC stream
+   (``queue_rows.packed_rows``);
 3. the JVM hashes the rows by partition key, so all rows of a key reach one worker,
    where ``queue_arrays.analyse`` finds every anomaly of ``queue.check_partition`` with
    numpy sorts and grouped reductions, and returns counts, at most ``max_examples``
-   anomaly rows of each type, and the unseen series and lag; the statistics rows of an
+   anomaly rows of each type, and the unseen series and lag; the statistics parts of an
    ``f`` are merged there too (``queue_rows.stats_of``).
 
 A key is the unit of analysis: all of a key's rows are in one worker at once (one
