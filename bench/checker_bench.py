@@ -156,13 +156,30 @@ def run_child(mode: str, path: str, master: str, driver_memory: str, warm: bool)
     return out
 
 
-def measure(mode: str, path: Path, master: str, driver_memory: str, warm: bool) -> dict:
+def measure(mode: str, path: Path, master: str, driver_memory: str, warm: bool,
+            class_archive: bool = True) -> dict:
     cmd = [sys.executable, __file__, "--child", mode, "--path", str(path), "--master", master,
            "--driver-memory", driver_memory, *(["--warm"] if warm else [])]
-    p = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    env = {**os.environ, **({} if class_archive else {"JEPSEN_SPARK_CLASS_ARCHIVE": "off"})}
+    p = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if p.returncode != 0:
         return {"mode": mode, "error": p.stderr.strip().splitlines()[-3:]}
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _class_archive() -> dict | None:
+    """The Spark class archive local sessions start from: built now when missing."""
+    from jepsen.checkers import spark_cds
+
+    path = spark_cds.archive_path()
+    if path is None:
+        return None
+    if path.is_file():
+        return {"path": str(path), "mb": path.stat().st_size / 1e6, "built-s": None}
+    got = spark_cds.build(path)
+    print(f"built the Spark class archive {path} ({got['mb']:.0f} MB) in "
+          f"{got['seconds']:.1f}s", flush=True)
+    return {"path": str(path), "mb": got["mb"], "built-s": got["seconds"]}
 
 
 def _load() -> float:
@@ -272,6 +289,9 @@ def main() -> None:
     ap.add_argument("--warm-max-records", type=int, default=10_000_000,
                     help="Spark checks histories this large or less a second time in the "
                          "same session, to tell the JVM's warm-up from the check")
+    ap.add_argument("--no-class-archive-max-records", type=int, default=1_000_000,
+                    help="Spark checks histories this large or less also without the class "
+                         "archive (python -m jepsen spark-archive; built first when missing)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--histories", type=Path,
                     help="keep the generated histories in this folder and reuse those "
@@ -289,26 +309,42 @@ def main() -> None:
         return
 
     started = time.time()
+    a.archive = None
+    if not a.skip_spark and "local" in a.master:
+        a.archive = _class_archive()
     d = a.histories or Path(tempfile.mkdtemp(prefix="checker-bench-"))
     d.mkdir(parents=True, exist_ok=True)
     rows = []
     for spec in plan(a):
         kind, path, n = generate(d, *spec, a)
-        engines = [] if a.skip_spark else ["spark"]
-        if not a.skip_python and spec[1] <= a.python_max_records:  # the size asked for
-            engines.insert(0, "python")
-        for eng in engines:
+        engines = [] if a.skip_spark else [("spark", a.archive is not None)]
+        if a.archive and spec[1] <= a.no_class_archive_max_records:  # the size asked for
+            engines.append(("spark", False))
+        if not a.skip_python and spec[1] <= a.python_max_records:
+            engines.insert(0, ("python", False))
+        for eng, archive in engines:
             load = _load()
             m = measure(f"{eng}-{kind.split()[0]}", path, a.master, a.driver_memory,
-                        spec[1] <= a.warm_max_records)  # the size asked for
-            rows.append({"kind": kind, "n": n, "engine": eng if eng == "python"
-                         else f"spark {a.master}", "m": m, "load": load})
+                        spec[1] <= a.warm_max_records, archive)
+            name = "python" if eng == "python" else (
+                f"spark {a.master}" + ("" if archive else ", no class archive"))
+            rows.append({"kind": kind, "n": n, "engine": name, "m": m, "load": load})
             print(table(rows[-1:])[-1], flush=True)
             if not a.no_write:  # after every run, so a cut-short benchmark leaves its rows
                 write(a, rows, started)
         if not a.histories:
             path.unlink()
     print("\n".join(where(rows)))
+
+
+def _archive_lines(a) -> list[str]:
+    if not a.archive:
+        return []
+    built = (f", built by this run in {a.archive['built-s']:.1f} s"
+             if a.archive["built-s"] is not None else ", built before this run")
+    return ["", f"Spark rows use the class archive of `python -m jepsen spark-archive` "
+                f"({a.archive['mb']:.0f} MB{built}) unless they say otherwise: the JVM maps "
+                "the classes an earlier session loaded instead of loading them again."]
 
 
 def write(a, rows: list[dict], started: float) -> None:
@@ -324,7 +360,7 @@ def write(a, rows: list[dict], started: float) -> None:
              "compiling Spark's code (and Spark generating its own) on first use. Peak memory: "
              "driver = the Python process that drives the check; JVM = the Spark JVM (in "
              "local mode it runs the tasks too); workers = Spark's Python workers.",
-             *where(rows)]
+             *_archive_lines(a), *where(rows)]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "checker.md").write_text("\n".join(lines) + "\n")
     (RESULTS / "checker.json").write_text(json.dumps(

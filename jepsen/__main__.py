@@ -161,7 +161,6 @@ def _csv(ctx, param, value):
 def _test_options(f):
     """The options shared by ``test`` and ``campaign``."""
     from jepsen.nemesis import DEFAULT_INTERVAL_S, FAULTS
-    from jepsen.runner import ENGINES
     from jepsen.workloads import CLIENTS, WORKLOADS
 
     opts = [
@@ -206,8 +205,9 @@ def _test_options(f):
         click.option("--metrics-interval", type=float, default=1.0, show_default=True,
                      help="Seconds between scrapes of every node's metrics (metrics.jsonl, "
                           "plotted in the report); 0: none."),
-        click.option("--security", type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
-                                                     case_sensitive=False), default="PLAINTEXT",
+        click.option("--security",
+                     type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
+                                       case_sensitive=False), default="PLAINTEXT",
                      show_default=True,
                      help="Every listener (clients, inter-broker, controller) and every client of "
                           "the run over TLS and/or SASL (SCRAM-SHA-512; local hosts only)."),
@@ -243,6 +243,31 @@ def _make_options(kw, engine, seed, name=None):
         schedule={k: v for k, v in (("kill_targets", kw["kill_targets"]),
                                     ("partition_specs", kw["partition_specs"])) if v},
         progress=not kw["quiet"])
+
+
+@main.command("spark-archive")
+@click.option("--path", type=click.Path(dir_okay=False), default=None,
+              help="Where to write it (default: the user's cache directory, or "
+                   "$JEPSEN_SPARK_CLASS_ARCHIVE).")
+def spark_archive(path) -> None:
+    """Build the class archive local Spark sessions start from (about half the JVM's
+    start-up and first-check time); once per PySpark and JDK, about 30 s.
+
+    Local sessions use it whenever it exists; a JVM that cannot (another JDK build) says
+    so in its log and starts without it.
+    """
+    from pathlib import Path
+
+    from jepsen.checkers import spark_cds
+
+    click.echo("[jepsen] building the Spark class archive (small checks in a child "
+               "session) ...", err=True)
+    try:
+        got = spark_cds.build(Path(path) if path else None)
+    except (ValueError, RuntimeError) as exc:
+        click.echo(f"[jepsen] {exc}", err=True)
+        sys.exit(1)
+    click.echo(f"{got['path']}: {got['mb']:.0f} MB in {got['seconds']:.1f} s")
 
 
 @main.command()
