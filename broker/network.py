@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import itertools
 import logging
 import math
 import time
@@ -69,7 +70,8 @@ class KafkaConnection:
     def __init__(self, stream: trio.abc.Stream, handler: Handler, *, supported=None,
                  max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, idle_timeout_s: float = math.inf,
                  peer: str = "?", principal: str = "User:ANONYMOUS", authenticator=None,
-                 metrics: RequestMetrics | None = None, client_quotas: ClientQuotaEnforcer | None = None):
+                 metrics: RequestMetrics | None = None, client_quotas: ClientQuotaEnforcer | None = None,
+                 on_close: Callable[[str], None] | None = None):
         self.stream = stream
         self.handler = handler
         self.supported = supported  # api key -> Versions this node serves
@@ -96,6 +98,8 @@ class KafkaConnection:
         # Fetch record bytes leave by sendfile on a plain socket, copied on TLS
         # (broker.file_records).
         self._sendfile = can_sendfile(stream)
+        self.connection_id = _connection_id(stream)
+        self._on_close = on_close  # told this connection's id once it is closed
 
     def authenticated(self) -> None:
         """SASL is done: from now on every frame is an ordinary request."""
@@ -112,6 +116,8 @@ class KafkaConnection:
                     await self._read_requests(send)
         finally:
             await trio.aclose_forcefully(self.stream)
+            if self._on_close is not None:
+                self._on_close(self.connection_id)
 
     async def _read_requests(self, answers: trio.MemorySendChannel) -> None:
         if self.metrics is not None:
@@ -146,7 +152,8 @@ class KafkaConnection:
     async def _handle_frame(self, payload: bytes, answers: trio.MemorySendChannel) -> bool:
         """Handle one request; False closes the connection."""
         try:
-            request = rpc.decode_request(payload, self.supported, self.principal, self.peer)
+            request = rpc.decode_request(payload, self.supported, self.principal, self.peer,
+                                         self.connection_id)
         except UnsupportedVersion as exc:
             if exc.api_key == rpc.API_KEYS["ApiVersions"]:
                 top = (self.supported or {}).get(exc.api_key) or rpc.codec.versions_of("ApiVersions")
@@ -321,13 +328,15 @@ async def serve_kafka(handler: Handler, host: str, port: int, *, supported=None,
                       limits: ConnectionLimits = ConnectionLimits(),
                       quotas: ConnectionQuotas | None = None, auth=None,
                       metrics: RequestMetrics | None = None,
-                      client_quotas: ClientQuotaEnforcer | None = None) -> None:
+                      client_quotas: ClientQuotaEnforcer | None = None,
+                      on_close: Callable[[str], None] | None = None) -> None:
     """Listen on host:port and serve Kafka connections until cancelled.
 
     ``task_status.started`` receives the bound port (useful with port 0).  ``quotas``: the
     connection counts this listener shares with others (default: its own).  ``auth``: the
     listener's TLS and SASL (``broker.network_security.ListenerAuth``); None is PLAINTEXT.
     ``client_quotas``: the broker's client quotas (``broker.client_quotas``), None for none.
+    ``on_close``: called with a connection's id (``rpc.Request.connection_id``) once it closed.
     """
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()[1]
@@ -348,7 +357,7 @@ async def serve_kafka(handler: Handler, host: str, port: int, *, supported=None,
             await KafkaConnection(stream, handler, supported=supported, max_frame_bytes=max_frame_bytes,
                                   idle_timeout_s=limits.idle_timeout_s, peer=peer, principal=principal,
                                   authenticator=authenticator, metrics=metrics,
-                                  client_quotas=client_quotas).serve()
+                                  client_quotas=client_quotas, on_close=on_close).serve()
         except Exception:  # the last guard: a connection's failure is never the listener's
             log.exception("connection from %s failed", peer)
         finally:
@@ -379,6 +388,21 @@ async def serve_kafka(handler: Handler, host: str, port: int, *, supported=None,
         for listener in listeners:
             nursery.start_soon(accept_loop, listener, nursery)
         task_status.started(bound)
+
+
+_connections = itertools.count()
+
+
+def _connection_id(stream: trio.abc.Stream) -> str:
+    """Kafka's connection id: local address and port, peer address and port, a counter."""
+    n = next(_connections)
+    sock = getattr(stream, "socket", None) or getattr(
+        getattr(stream, "transport_stream", None), "socket", None)  # under TLS
+    try:
+        local, peer = sock.getsockname(), sock.getpeername()
+        return f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{n}"
+    except (AttributeError, OSError, IndexError, TypeError):  # a test's stream
+        return f"connection-{n}"
 
 
 def _peer_address(stream: trio.SocketStream) -> str:

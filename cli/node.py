@@ -123,7 +123,9 @@ def raft_config(config: ServerConfig) -> RaftConfig:
 
 def controller_config(config: ServerConfig, cluster_id: str) -> ControllerConfig:
     props = {k: config[k] for k in ("node.id", "num.partitions", "default.replication.factor",
-                                    "broker.session.timeout.ms", "metadata.max.idle.interval.ms",
+                                    "broker.session.timeout.ms",
+                                    "kraft.broker.session.disconnect.timeout.ms",
+                                    "metadata.max.idle.interval.ms",
                                     "unclean.leader.election.enable", "unclean.leader.election.interval.ms",
                                     "delete.topic.enable",
                                     "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
@@ -212,7 +214,8 @@ class Node:
                     serve_kafka, self._controller_request, endpoint.host or "0.0.0.0", endpoint.port,
                     max_frame_bytes=config["socket.request.max.bytes"],
                     limits=ConnectionLimits.from_config(config), metrics=self.request_metrics,
-                    auth=self.security.auth(endpoint.listener, lambda: controller.image.scram_credentials)))
+                    auth=self.security.auth(endpoint.listener, lambda: controller.image.scram_credentials),
+                    on_close=self.controller.connection_closed))
                 nursery.start_soon(self.controller.run)
             if config.is_broker:
                 await self._start_broker(nursery, client)
@@ -417,7 +420,8 @@ class Node:
 
             return {"results": [describe_resource(self.config, self.controller.controller.image, res)
                                 for res in request.body["resources"]]}
-        return await self.controller.handle(api, request.version, request.body)
+        return await self.controller.handle(api, request.version, request.body,
+                                            request.connection_id)
 
     async def _change_voters(self, api: str, body: dict) -> dict:
         """AddRaftVoter / RemoveRaftVoter (KIP-853), answered by the quorum leader once the

@@ -193,6 +193,9 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("kraft.unsafe.ack.before.replication", "bool", False),
     _K("kraft.unsafe.read.committed.high.watermark", "bool", False),
     _K("kraft.log.open.files.max", "int", 1024, validate=_at_least(1)),
+    # how long a broker's session outlives the close of the connection its heartbeats came
+    # on (metadata.controller.sessions); -1: only broker.session.timeout.ms ends it
+    _K("kraft.broker.session.disconnect.timeout.ms", "int", 1000, validate=_at_least(-1)),
     _K("kraft.gc.freeze.enable", "bool", True),  # kraft.loop_watchdog
     _K("kraft.fetch.sendfile.enable", "bool", True),  # broker.file_records
     # Prometheus metrics over HTTP (kraft.metrics.exporter, docs/METRICS.md); port 0: off

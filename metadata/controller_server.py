@@ -83,15 +83,23 @@ class ControllerServer:
 
     # ------------------------------------------------------------------ requests
 
-    async def handle(self, api: str, version: int, body: dict) -> dict:
+    async def handle(self, api: str, version: int, body: dict, connection_id: str = "") -> dict:
         if api not in HANDLERS:
             raise KeyError(api)
         if not self.controller.is_active:
             return error_response(api, body, ErrorCode.NOT_CONTROLLER)
-        result = self.controller.handle(api, version, body, clock.monotonic_ms())
+        result = self.controller.handle(api, version, body, clock.monotonic_ms(), connection_id)
         if not self._append(result) or not await self._wait_committed(result):
             return error_response(api, body, ErrorCode.NOT_CONTROLLER)
         return result.response
+
+    def connection_closed(self, connection_id: str) -> None:
+        """The controller listener's ``on_close``."""
+        broker_id = self.controller.connection_closed(connection_id, clock.monotonic_ms())
+        if broker_id is not None:
+            log.info("controller %d: broker %d's heartbeat connection closed; fenced in %d ms "
+                     "unless it heartbeats again", self.node_id, broker_id,
+                     self.controller.config.broker_session_disconnect_timeout_ms)
 
     def _append(self, result: ControllerResult) -> bool:
         """Propose the result's records at once: the controller counted their offsets when it

@@ -102,6 +102,58 @@ def test_fencing_timeline():
     assert not h.heartbeat(1)["is_fenced"]
 
 
+def test_a_closed_heartbeat_connection_shortens_the_session():
+    h = Harness(broker_session_timeout_ms=9000, broker_session_disconnect_timeout_ms=1000)
+    h.add_brokers({1: None, 2: None})
+    h.heartbeat(1, connection_id="c1")
+    h.heartbeat(2, connection_id="c2")
+    h.tick(2000)
+    assert h.ctl.connection_closed("c-other", h.now_ms) is None  # no broker's connection
+    assert h.ctl.connection_closed("c1", h.now_ms) == 1
+    h.tick(999)
+    assert not h.ctl.image.broker(1).fenced
+    result = h.tick(1)  # 1000 ms after the close, 3000 ms into a 9000 ms session
+    assert [(r.name, r.data["id"]) for r in result.records] == [("FenceBrokerRecord", 1)]
+    assert not h.ctl.image.broker(2).fenced
+    assert h.ctl.connection_closed("c1", h.now_ms) is None  # once
+
+
+def test_a_heartbeat_after_the_close_keeps_the_session():
+    h = Harness(broker_session_timeout_ms=9000, broker_session_disconnect_timeout_ms=1000)
+    h.add_brokers({1: None})
+    h.heartbeat(1, connection_id="c1")
+    h.ctl.connection_closed("c1", h.now_ms)
+    h.tick(500)
+    h.heartbeat(1, connection_id="c2")  # it reconnected
+    h.tick(8000)
+    assert not h.ctl.image.broker(1).fenced
+    # a close of a connection it no longer heartbeats on changes nothing
+    h.heartbeat(1, connection_id="c3")
+    assert h.ctl.connection_closed("c2", h.now_ms) is None
+    h.tick(8999)
+    assert not h.ctl.image.broker(1).fenced
+    assert [r.name for r in h.tick(1).records] == ["FenceBrokerRecord"]
+
+
+def test_a_closed_connection_never_lengthens_a_session():
+    h = Harness(broker_session_timeout_ms=3000, broker_session_disconnect_timeout_ms=5000)
+    h.add_brokers({1: None})
+    h.heartbeat(1, connection_id="c1")
+    h.ctl.connection_closed("c1", h.now_ms)
+    h.tick(2999)
+    assert not h.ctl.image.broker(1).fenced
+    assert [r.name for r in h.tick(1).records] == ["FenceBrokerRecord"]
+
+
+def test_closed_connections_fence_nobody_with_the_key_off():
+    h = Harness(broker_session_timeout_ms=9000, broker_session_disconnect_timeout_ms=-1)
+    h.add_brokers({1: None})
+    h.heartbeat(1, connection_id="c1")
+    assert h.ctl.connection_closed("c1", h.now_ms) is None
+    h.tick(8999)
+    assert not h.ctl.image.broker(1).fenced
+
+
 def test_heartbeat_epoch_checks():
     h = Harness()
     h.add_brokers({1: None})

@@ -60,10 +60,11 @@ class Harness:
 
     # -- requests
 
-    def send(self, api: str, body: dict, *, version: int | None = None, commit: bool = True):
+    def send(self, api: str, body: dict, *, version: int | None = None, commit: bool = True,
+             connection_id: str = ""):
         version = codec.versions_of(api).hi if version is None else version
         request = codec.decode(api, "request", version, codec.encode(api, "request", version, body))
-        result = self.ctl.handle(api, version, request, self.now_ms)
+        result = self.ctl.handle(api, version, request, self.now_ms, connection_id)
         self.append(result)
         if commit:
             self.commit()
@@ -90,7 +91,8 @@ class Harness:
         return self.send("BrokerRegistration", body)
 
     def heartbeat(self, broker_id: int, *, offset: int | None = None, epoch: int | None = None,
-                  want_fence: bool = False, want_shut_down: bool = False, commit: bool = True) -> dict:
+                  want_fence: bool = False, want_shut_down: bool = False, commit: bool = True,
+                  connection_id: str = "") -> dict:
         b = self.ctl.working_image.broker(broker_id)
         body = {
             "broker_id": broker_id,
@@ -99,7 +101,7 @@ class Harness:
             "want_fence": want_fence,
             "want_shut_down": want_shut_down,
         }
-        return self.send("BrokerHeartbeat", body, commit=commit)
+        return self.send("BrokerHeartbeat", body, commit=commit, connection_id=connection_id)
 
     def add_brokers(self, racks: dict[int, str | None]) -> None:
         """Register and unfence brokers (id -> rack)."""

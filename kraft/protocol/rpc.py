@@ -41,6 +41,9 @@ class Request:
     # the client's address, which authorization decides by.
     principal: str = "User:ANONYMOUS"
     client_host: str = ""
+    # Which connection it came on (Kafka's RequestContext.connectionId): the controller
+    # ties a broker's heartbeats to it, to learn early when that broker's process is gone.
+    connection_id: str = ""
 
     @property
     def version(self) -> int:
@@ -69,7 +72,8 @@ def peek_header(payload) -> tuple[int, int, int]:
     return _HEADER_START.unpack_from(payload)
 
 
-def decode_request(payload, supported=None, principal: str = "User:ANONYMOUS", client_host: str = "") -> Request:
+def decode_request(payload, supported=None, principal: str = "User:ANONYMOUS", client_host: str = "",
+                   connection_id: str = "") -> Request:
     """Parse a request frame's payload.
 
     ``supported`` optionally maps api key -> Versions the node serves (narrower than the
@@ -93,7 +97,8 @@ def decode_request(payload, supported=None, principal: str = "User:ANONYMOUS", c
     # its 4-byte array-count placeholder behind the body).
     body = codec.decode(api, "request", api_version, memoryview(payload)[pos:], allow_trailing=True)
     return Request(
-        RequestHeader(api_key, api_version, correlation_id, header["client_id"]), api, body, principal, client_host
+        RequestHeader(api_key, api_version, correlation_id, header["client_id"]), api, body, principal, client_host,
+        connection_id,
     )
 
 

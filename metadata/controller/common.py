@@ -23,6 +23,8 @@ class ControllerConfig:
     num_partitions: int = 1
     default_replication_factor: int = 1
     broker_session_timeout_ms: int = 9000
+    # kraft.broker.session.disconnect.timeout.ms (sessions.BrokerSessions); < 0: off
+    broker_session_disconnect_timeout_ms: int = 1000
     max_idle_interval_ms: int = 500  # metadata.max.idle.interval.ms (0 disables NoOpRecords)
     unclean_leader_election_enable: bool = False
     unclean_leader_election_interval_ms: int = 300_000
@@ -49,6 +51,8 @@ class ControllerConfig:
             num_partitions=get("num.partitions", int, 1),
             default_replication_factor=get("default.replication.factor", int, 1),
             broker_session_timeout_ms=get("broker.session.timeout.ms", int, 9000),
+            broker_session_disconnect_timeout_ms=get(
+                "kraft.broker.session.disconnect.timeout.ms", int, 1000),
             max_idle_interval_ms=get("metadata.max.idle.interval.ms", int, 500),
             unclean_leader_election_enable=get("unclean.leader.election.enable", to_bool, False),
             unclean_leader_election_interval_ms=get("unclean.leader.election.interval.ms", int, 300_000),

@@ -47,6 +47,9 @@ from metadata.controller.elections import elect_unclean_leaders, rebalance_leade
 from metadata.controller.common import (ApiError, ControllerConfig, ControllerContext, ControllerResult, Handler, Txn,
                                        error_response)
 from metadata.controller.sessions import BrokerSessions
+
+# requests that renew a broker's session (and tie it to their connection)
+_SESSION_APIS = frozenset({"BrokerHeartbeat", "BrokerRegistration"})
 from metadata.delta import apply_records, image_from_records
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata import serde
@@ -104,7 +107,8 @@ class QuorumController:
         self.leader_id: int | None = None
         self.epoch = -1
         self._next_offset = 0
-        self.sessions = BrokerSessions(config.broker_session_timeout_ms)
+        self.sessions = BrokerSessions(config.broker_session_timeout_ms,
+                                       config.broker_session_disconnect_timeout_ms)
         self._context = ControllerContext(config, self.rng, self.sessions)  # what handlers get
         self._last_noop_ms: int | None = None
         self._last_rebalance_ms: int | None = None
@@ -229,8 +233,11 @@ class QuorumController:
 
     # -- requests and time
 
-    def handle(self, api: str, version: int, body: dict, now_ms: int) -> ControllerResult:
-        """Process one controller request (decoded ``body`` of ``api`` at ``version``)."""
+    def handle(self, api: str, version: int, body: dict, now_ms: int,
+               connection_id: str = "") -> ControllerResult:
+        """Process one controller request (decoded ``body`` of ``api`` at ``version``);
+        ``connection_id``: the connection it came on (a broker's session may end when the
+        one its heartbeats come on closes, see ``connection_closed``)."""
         handler = HANDLERS.get(api)
         if handler is None:
             raise KeyError(f"the controller does not handle {api}")
@@ -243,7 +250,17 @@ class QuorumController:
         except ApiError as e:
             txn = self._new_txn()  # a top-level error writes nothing of its own
             response = error_response(api, body, e.code, e.message)
+        if api in _SESSION_APIS and response.get("error_code") == 0:
+            self.sessions.heard_on(body["broker_id"], connection_id)
         return self._result(txn, response)
+
+    def connection_closed(self, connection_id: str, now_ms: int) -> int | None:
+        """A connection to this controller closed: a broker whose heartbeats came on it
+        is fenced ``kraft.broker.session.disconnect.timeout.ms`` later unless heard again
+        (by ``tick``).  Returns that broker's id."""
+        if not self._active:
+            return None
+        return self.sessions.connection_closed(connection_id, now_ms)
 
     def _new_txn(self) -> Txn:
         txn = Txn(self._working, self._next_offset)

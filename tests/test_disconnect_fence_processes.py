@@ -1,0 +1,67 @@
+"""A SIGKILLed broker is fenced soon after the kernel closes its heartbeat connection
+(``kraft.broker.session.disconnect.timeout.ms``), not a whole ``broker.session.timeout.ms``
+later, and the partitions it led are led elsewhere by then (issue 19: a killed broker's
+33,000 leaderships waited 7-9 s for its session to run out before the first one moved).
+With the key at -1 only the session timeout fences, as in Kafka."""
+
+import time
+
+from cluster_helpers import (
+    active_controller,
+    fast_overrides,
+    partitions_of,
+    request,
+    start_cluster,
+    wait_until,
+)
+
+SESSION_MS = 60_000  # far longer than any wait below
+TOPIC = "spread"
+
+
+def fenced(cluster, broker_id: int) -> bool:
+    needle = f"fencing broker {broker_id}:"
+    return any(needle in n.log_path.read_text(errors="replace") for n in cluster.nodes.values())
+
+
+def killed_leader(make_cluster, disconnect_ms: int):
+    """A 3-node cluster with a 6-partition RF 3 topic; a node that is not the active
+    controller killed.  Returns (cluster, victim, partitions it led, kill time)."""
+    cluster = start_cluster(make_cluster(controllers=3, overrides=fast_overrides(
+        broker_session_timeout_ms=SESSION_MS,
+        kraft_broker_session_disconnect_timeout_ms=disconnect_ms)))
+    b = cluster.brokers[0]
+    got = request(b.host, b.broker_port, "CreateTopics", 7, {
+        "topics": [{"name": TOPIC, "num_partitions": 6, "replication_factor": 3,
+                    "assignments": [], "configs": []}],
+        "timeout_ms": 30000, "validate_only": False}, timeout_s=30)
+    assert got["topics"][0]["error_code"] == 0, got
+    wait_until(lambda: len(partitions_of(cluster, TOPIC)) == 6 and all(
+        p["leader_id"] >= 0 for p in partitions_of(cluster, TOPIC).values()),
+        what="every partition led")
+    active, _ = active_controller(cluster)
+    victim = next(i for i in sorted(cluster.nodes) if i != active)
+    led = {i for i, p in partitions_of(cluster, TOPIC).items() if p["leader_id"] == victim}
+    assert led  # the placement spreads leaders over the three nodes
+    killed_at = time.monotonic()
+    cluster.kill(victim)
+    return cluster, victim, led, killed_at
+
+
+def test_a_killed_broker_is_fenced_when_its_connection_closes(make_cluster):
+    cluster, victim, led, killed_at = killed_leader(make_cluster, 1000)
+    wait_until(lambda: fenced(cluster, victim), timeout_s=20, what=f"broker {victim} fenced")
+
+    def moved() -> bool:
+        now = partitions_of(cluster, TOPIC)
+        return all(now[i]["leader_id"] not in (victim, -1) for i in led)
+
+    wait_until(moved, timeout_s=20, what=f"broker {victim}'s partitions led elsewhere")
+    # the session alone would have kept it unfenced for 60 s
+    assert time.monotonic() - killed_at < 10
+
+
+def test_with_the_key_off_only_the_session_timeout_fences(make_cluster):
+    cluster, victim, _, killed_at = killed_leader(make_cluster, -1)
+    time.sleep(max(0.0, killed_at + 8 - time.monotonic()))
+    assert not fenced(cluster, victim)
