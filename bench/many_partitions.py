@@ -284,7 +284,8 @@ def kill_rows(cluster: LocalCluster, topics: list[str], total: int, failures: li
         polled = f"Metadata, asked after that, said every one led elsewhere at {polled_s:.1f}s"
     fenced_s = fence_logged(cluster, victim, wall0)
     print(f"SIGKILL broker {victim} (not the active controller), leading {len(led)} partitions: fenced "
-          f"{fenced_s:.1f}s after the kill (broker.session.timeout.ms); the last of them logged as led by a "
+          f"{fenced_s:.1f}s after the kill (kraft.broker.session.disconnect.timeout.ms after its heartbeat "
+          f"connection closed, on Kafka broker.session.timeout.ms); the last of them logged as led by a "
           f"new leader {logged_s:.1f}s after the kill; {polled}", flush=True)
     seen_by = "Metadata polled from the kill on" if kafka else "Metadata asked after that"
     results.add(f"SIGKILL a broker leading {len(led):,} partitions: fenced / every one led elsewhere, "
