@@ -9,6 +9,7 @@ id keeps us honest).  A connection that fails fails every request in flight on i
 
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
 import math
@@ -28,6 +29,13 @@ log = logging.getLogger(__name__)
 
 class NodeUnavailable(Exception):
     """The peer could not be reached, the connection broke, or the request timed out."""
+
+
+class PeerGone(NodeUnavailable):
+    """Nothing listens at the peer's address any more: it refused the connection, or closed
+    (or reset) it with requests outstanding.  Unlike a timeout (a slow peer, a network
+    partition), this is what a process that died leaves behind (the Raft driver starts
+    looking for a new leader at once)."""
 
 
 class AuthenticationFailed(NodeUnavailable):
@@ -62,7 +70,9 @@ class Connection:
                 if stream is not None:
                     await trio.aclose_forcefully(stream)
                 cause = exc.__cause__ or exc
-                raise NodeUnavailable(f"cannot connect to {self.host}:{self.port}: {cause}") from None
+                kind = (PeerGone if getattr(cause, "errno", None) == errno.ECONNREFUSED
+                        else NodeUnavailable)
+                raise kind(f"cannot connect to {self.host}:{self.port}: {cause}") from None
         if scope.cancelled_caught:
             if stream is not None:
                 await trio.aclose_forcefully(stream)
@@ -105,18 +115,23 @@ class Connection:
 
     async def _read_loop(self) -> None:
         decoder = FrameDecoder()
+        gone = False  # the peer closed or reset it (not we, not a bad frame)
         try:
             while True:
                 data = await self.stream.receive_some(1 << 20)
                 if not data:
+                    gone = not self.closed
                     break
                 decoder.receive_data(data)
                 while (payload := decoder.next_frame()) is not None:
                     self._dispatch(payload)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ProtocolError) as exc:
+        except (trio.BrokenResourceError, OSError) as exc:
+            gone = not self.closed
+            log.debug("connection to %s:%s ended: %s", self.host, self.port, exc)
+        except (trio.ClosedResourceError, ProtocolError) as exc:
             log.debug("connection to %s:%s ended: %s", self.host, self.port, exc)
         finally:
-            self._fail_all()
+            self._fail_all(gone)
 
     def _dispatch(self, payload: bytes) -> None:
         corr = int.from_bytes(payload[:4], "big", signed=True)
@@ -130,10 +145,11 @@ class Connection:
             body = exc
         channel.send_nowait(body)
 
-    def _fail_all(self) -> None:
+    def _fail_all(self, gone: bool = False) -> None:
         self.closed = True
+        kind = PeerGone if gone else NodeUnavailable
         for _, _, channel in self._waiters.values():
-            channel.send_nowait(NodeUnavailable(f"connection to {self.host}:{self.port} closed"))
+            channel.send_nowait(kind(f"connection to {self.host}:{self.port} closed"))
         self._waiters.clear()
 
     async def request(self, api: str, version: int, body: dict, timeout_s: float, *,

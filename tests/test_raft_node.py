@@ -157,6 +157,48 @@ def test_new_leader_after_the_old_one_stops():
             assert data == [b"before", b"after"], i
 
 
+def test_followers_told_the_leader_is_gone_elect_without_the_fetch_timeout():
+    """A killed leader's connections close at once: followers the driver tells so
+    (``peer_gone``) elect a new leader well before ``fetch_timeout_ms``."""
+    c = Cluster()
+    old = c.leader()
+    old.propose([b"before"])
+    c.run(100)
+    c.down.add(old.id)
+    for i, n in c.nodes.items():
+        if i != old.id:
+            n.peer_gone(old.id)
+    c.run(FETCH_TIMEOUT // 4)
+    leaders = c.leaders()  # without running any longer
+    assert len(leaders) == 1 and leaders[0] != old.id
+    assert c.nodes[leaders[0]].epoch > old.epoch
+
+
+def test_one_follower_wrongly_told_the_leader_is_gone_disrupts_nothing():
+    """Pre-vote (KIP-996): the other follower still hears from the leader and refuses,
+    so the epoch stays and the mistaken follower follows the leader again."""
+    c = Cluster()
+    leader = c.leader()
+    epoch = leader.epoch
+    wrong = next(n for n in c.nodes.values() if n is not leader)
+    wrong.peer_gone(leader.id)
+    c.run(3 * FETCH_TIMEOUT)
+    asked = [e for e in c.sent if e.src == wrong.id and isinstance(e.message, VoteRequest)]
+    assert asked and all(e.message.pre_vote for e in asked)  # it did run, and only pre-voted
+    assert leader.role is Role.LEADER and leader.epoch == epoch
+    assert wrong.role is Role.FOLLOWER and wrong.leader_id == leader.id
+    assert {n.epoch for n in c.nodes.values()} == {epoch}
+
+
+def test_peer_gone_of_a_node_that_is_not_the_leader_changes_nothing():
+    c = Cluster()
+    leader = c.leader()
+    a, b = [n for n in c.nodes.values() if n is not leader]
+    a.peer_gone(b.id)
+    leader.peer_gone(a.id)
+    assert a.role is Role.FOLLOWER and leader.role is Role.LEADER
+
+
 # ---------------------------------------------------------------- vote rules (Raft §5.2, §5.4.1)
 
 

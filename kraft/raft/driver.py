@@ -27,7 +27,7 @@ from typing import Protocol
 import trio
 
 from kraft import clock
-from kraft.client import KafkaClient, NodeUnavailable
+from kraft.client import KafkaClient, NodeUnavailable, PeerGone
 from kraft.metrics.stats import RaftMetrics
 from kraft.raft import wire
 from kraft.raft.config import RaftConfig
@@ -418,6 +418,15 @@ class RaftDriver:
             response = await self.client.request(address.host, address.port, api, version, body,
                                                   timeout_s=timeout)
             message = wire.response_from_wire(api, response)
+        except PeerGone as exc:
+            log.debug("node %d: %s to %d failed: %s", self.config.node_id, api, env.dst, exc)
+            if not self.closed and env.dst == self.node.leader_id:
+                log.info("node %d: the leader %d is gone (%s): looking for a new one",
+                         self.config.node_id, env.dst, exc)
+                self._tick()
+                self.node.peer_gone(env.dst)
+                self._drain()
+            return
         except (NodeUnavailable, wire.NotRaftMessage) as exc:
             log.debug("node %d: %s to %d failed: %s", self.config.node_id, api, env.dst, exc)
             return

@@ -294,6 +294,32 @@ class RaftNode:
             times.append(self._next_fetch_ms)
         return min(times)
 
+    def peer_gone(self, node_id: int) -> None:
+        """The driver found nothing listening at ``node_id``'s address: it refused a
+        connection, or closed one with a request outstanding (a killed process does both).
+        A follower of that leader stops waiting out ``fetch_timeout_ms`` from its last
+        contact, as on EndQuorumEpoch: it grants pre-votes as one that lost its leader, and
+        the remaining voters run in node id order, half an election timeout apart (both
+        followers learn it at the same moment; running at once, they split the vote).
+        KIP-996's pre-vote keeps a mistake from disrupting a leader that is alive: a voter
+        still hearing from it refuses, and this node follows it again."""
+        if self.role is not Role.FOLLOWER or node_id != self.leader_id:
+            return
+        if not self._takes_part:
+            self._on_timer()  # an observer looks for the leader again at once
+            return
+        self._leader_gone(sorted(v for v in self.voters if v != node_id))
+
+    def _leader_gone(self, successors) -> None:
+        """Grant pre-votes from now on; run first if first among ``successors``."""
+        self._leader_contact_ms = -NEVER
+        if self.id in successors:
+            rank = list(successors).index(self.id)
+            delay = rank * self.config.election_timeout_ms // 2 + self._rng.randrange(50)
+        else:
+            delay = self._election_timeout()
+        self._deadline = min(self._deadline, self._now + delay)
+
     def step(self, env: Envelope) -> None:
         """Handle one message addressed to this node."""
         if env.dst != self.id:
@@ -801,13 +827,7 @@ class RaftNode:
         self._observe(req.leader_epoch, req.leader_id)
         if self.role is Role.FOLLOWER and self.leader_id == req.leader_id and self._takes_part:
             # The leader is gone: grant pre-votes, and the preferred successors run first.
-            self._leader_contact_ms = -NEVER
-            if self.id in req.preferred_successors:
-                rank = req.preferred_successors.index(self.id)
-                delay = rank * self.config.election_timeout_ms // 2 + self._rng.randrange(50)
-            else:
-                delay = self._election_timeout()
-            self._deadline = min(self._deadline, self._now + delay)
+            self._leader_gone(req.preferred_successors)
         self._reply(env, EndQuorumEpochResponse(Errors.NONE, *self._leader_fields()))
 
     def _on_EndQuorumEpochResponse(self, env, resp: EndQuorumEpochResponse) -> None:
