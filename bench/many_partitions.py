@@ -564,7 +564,7 @@ def main() -> int:
             cpu0, c0 = cpu_seconds(cluster), time.monotonic()
             time.sleep(10)
             cpu1, c1 = cpu_seconds(cluster), time.monotonic()
-            idle = {i: f"{100 * (cpu1[i] - cpu0[i]) / (c1 - c0):.0f}%" for i in cpu1 if i in cpu0}
+            idle = {i: f"{100 * (cpu1[i] - cpu0[i]) / (c1 - c0):.1f}%" for i in cpu1 if i in cpu0}
             print(f"fds/RSS(MiB) per node: {stats}; idle CPU per node (10 s): {idle}; quorum {quorum(cluster)}",
                   flush=True)
             idle_goal = 2 if total <= 20_000 else 5
