@@ -80,6 +80,13 @@ class ControllerServer:
             self._activate_at = None
             self.controller.on_leader_change(self.node_id, epoch, self.driver.node.log.end_offset)
             log.info("controller %d: active in epoch %d", self.node_id, epoch)
+            now = clock.monotonic_ms()
+            recent = [n for n, at in getattr(self.driver, "gone_peers", {}).items()
+                      if now - at < self.controller.config.broker_session_timeout_ms]
+            for broker_id in self.controller.brokers_gone(recent, now):
+                log.info("controller %d: broker %d's node is gone (its quorum connections "
+                         "closed): fenced in %d ms unless it heartbeats", self.node_id,
+                         broker_id, self.controller.config.broker_session_disconnect_timeout_ms)
 
     # ------------------------------------------------------------------ requests
 

@@ -94,6 +94,11 @@ class RaftDriver:
         self.committed_offset = 0  # end offset of everything applied
         self.observers: dict[int, tuple[int, float]] = {}  # id -> (fetch offset, when)
         self.closed = False
+        # Voters found gone (PeerGone: a refused or peer-closed connection), with when, until
+        # they answer again: a node that becomes the active controller starts the sessions
+        # of brokers on those nodes as already disconnected (a combined node's broker died
+        # with its controller; metadata.controller_server).
+        self.gone_peers: dict[int, int] = {}
         self.metrics = RaftMetrics()  # kafka.server:type=raft-metrics (kraft.metrics)
 
     # ------------------------------------------------------------------ public API
@@ -420,6 +425,7 @@ class RaftDriver:
             message = wire.response_from_wire(api, response)
         except PeerGone as exc:
             log.debug("node %d: %s to %d failed: %s", self.config.node_id, api, env.dst, exc)
+            self.gone_peers[env.dst] = clock.monotonic_ms()
             if not self.closed and env.dst == self.node.leader_id:
                 log.info("node %d: the leader %d is gone (%s): looking for a new one",
                          self.config.node_id, env.dst, exc)
@@ -432,6 +438,7 @@ class RaftDriver:
             return
         if self.closed:
             return
+        self.gone_peers.pop(env.dst, None)  # it answers again
         self._tick()
         self.node.step(Envelope(env.dst, self.config.node_id, env.correlation_id, message))
         self._drain()

@@ -254,6 +254,21 @@ class QuorumController:
             self.sessions.heard_on(body["broker_id"], connection_id)
         return self._result(txn, response)
 
+    def brokers_gone(self, broker_ids, now_ms: int) -> list[int]:
+        """Brokers known to have lost their process (their node refused or closed the
+        quorum's connections) when this controller became active: each session ends
+        ``kraft.broker.session.disconnect.timeout.ms`` from now unless the broker heartbeats
+        (a new controller otherwise gives every broker a whole session).  Returns those
+        registered and not fenced."""
+        if not self._active:
+            return []
+        gone = [b for b in broker_ids
+                if (reg := self._working.broker(b)) is not None and not reg.fenced]
+        self.sessions.start(gone, now_ms)
+        for b in gone:
+            self.sessions.lost(b, now_ms)
+        return gone
+
     def connection_closed(self, connection_id: str, now_ms: int) -> int | None:
         """A connection to this controller closed: a broker whose heartbeats came on it
         is fenced ``kraft.broker.session.disconnect.timeout.ms`` later unless heard again

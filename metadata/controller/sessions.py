@@ -66,11 +66,18 @@ class BrokerSessions:
         if broker_id is None:
             return None
         del self._connection_of[broker_id]
+        self.lost(broker_id, now_ms)
+        return broker_id
+
+    def lost(self, broker_id: int, now_ms: int) -> None:
+        """The broker's process is gone, as far as we can tell: its session ends
+        ``disconnect_timeout_ms`` from now at the latest, unless it heartbeats."""
+        if self.disconnect_timeout_ms < 0:
+            return
         last = self._last_contact_ms.get(broker_id)
         if last is not None:
             ends = now_ms + self.disconnect_timeout_ms
             self._last_contact_ms[broker_id] = min(last, ends - self.timeout_ms)
-        return broker_id
 
     def forget(self, broker_id: int) -> None:
         self._connection_of.pop(broker_id, None)
