@@ -26,7 +26,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -34,7 +33,7 @@ ENV = "JEPSEN_SPARK_CLASS_ARCHIVE"
 
 # the JVM's warnings (an archive it cannot map, classes it cannot dump) go to stderr,
 # which spark_session sends to the session's log, not to the terminal
-_QUIET = "-Xlog:disable -Xlog:all=warning:stderr"
+QUIET = "-Xlog:disable -Xlog:all=warning:stderr"
 
 
 def _java() -> str:
@@ -70,7 +69,7 @@ def java_options(jars: list[str] | None = None) -> str:
     path = archive_path(jars)
     if path is None or not sealed(path):
         return ""
-    return f"-XX:SharedArchiveFile={path} {_QUIET}"
+    return f"-XX:SharedArchiveFile={path} {QUIET}"
 
 
 def _seal(path: Path) -> Path:
@@ -99,7 +98,7 @@ def build(path: Path | None = None, jars: list[str] | None = None,
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     t = time.monotonic()
-    cmd = [sys.executable, "-m", "jepsen.checkers.spark_cds", str(tmp), *(jars or ())]
+    cmd = [sys.executable, "-m", "jepsen.checkers.spark_cds_dump", str(tmp), *(jars or ())]
     try:
         out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, env={**os.environ, ENV: "off"})
@@ -118,36 +117,3 @@ def build(path: Path | None = None, jars: list[str] | None = None,
         tmp.unlink(missing_ok=True)
     return {"path": str(path), "seconds": time.monotonic() - t,
             "mb": path.stat().st_size / 1e6}
-
-
-def _dump(tmp: str, jars: list[str]) -> None:
-    """The child of :func:`build`: a session whose JVM dumps its classes to ``tmp`` when
-    it exits, a few checks, then the JVM's exit awaited (it leaves when its stdin
-    closes, and writes the archive on the way out)."""
-    from jepsen.checkers import synth
-    from jepsen.checkers.spark import (
-        spark_check_linearizable,
-        spark_check_queue,
-        spark_session,
-    )
-    from jepsen.history import write_parquet
-
-    with tempfile.TemporaryDirectory(prefix="jepsen-cds-") as d:
-        spark = spark_session("local[2]", log_dir=d, jars=jars or None,
-                              java_options=f"-XX:ArchiveClassesAtExit={tmp} {_QUIET}")
-        queue = os.path.join(d, "queue.parquet")
-        register = os.path.join(d, "register.parquet")
-        write_parquet(synth.queue_history(20_000, partitions=4), queue)
-        write_parquet(synth.register_history(5_000, keys=20), register)
-        for _ in range(2):  # the second pass loads what only warm paths touch
-            spark_check_queue(spark, queue)
-            spark_check_linearizable(spark, register)
-        gateway = spark.sparkContext._gateway
-        spark.stop()
-        proc = gateway.proc
-        proc.stdin.close()
-        proc.wait(timeout=300)
-
-
-if __name__ == "__main__":
-    _dump(sys.argv[1], sys.argv[2:])
