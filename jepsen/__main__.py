@@ -251,7 +251,7 @@ def _make_options(kw, engine, seed, name=None):
                    "$JEPSEN_SPARK_CLASS_ARCHIVE).")
 def spark_archive(path) -> None:
     """Build the class archive local Spark sessions start from (about half the JVM's
-    start-up and first-check time); once per PySpark and JDK, about 30 s.
+    start-up and first-check time); once per PySpark and JDK, 40-60 s here.
 
     Local sessions use it whenever it exists; a JVM that cannot (another JDK build) says
     so in its log and starts without it.
