@@ -174,7 +174,7 @@ def _class_archive() -> dict | None:
     path = spark_cds.archive_path()
     if path is None:
         return None
-    if path.is_file():
+    if spark_cds.sealed(path):  # what sessions map; an unsealed file is built again
         return {"path": str(path), "mb": path.stat().st_size / 1e6, "built-s": None}
     got = spark_cds.build(path)
     print(f"built the Spark class archive {path} ({got['mb']:.0f} MB) in "

@@ -138,3 +138,24 @@ def cluster_metadata(cluster: LocalCluster, topics: list[str] | None = None) -> 
 def partitions_of(cluster: LocalCluster, topic: str) -> dict[int, dict]:
     """Partition index -> Metadata partition of ``topic`` (empty while a broker does not know it)."""
     return {p["partition_index"]: p for p in cluster_metadata(cluster, [topic])["topics"][0]["partitions"]}
+
+
+def create_led_topic(cluster: LocalCluster, name: str, partitions: int, rf: int) -> dict[int, dict]:
+    """CreateTopics through the first broker, then until every partition has a leader;
+    returns ``partitions_of`` then."""
+    b = cluster.brokers[0]
+    got = request(b.host, b.broker_port, "CreateTopics", 7, {
+        "topics": [{"name": name, "num_partitions": partitions, "replication_factor": rf,
+                    "assignments": [], "configs": []}],
+        "timeout_ms": 30000, "validate_only": False}, timeout_s=30)
+    assert got["topics"][0]["error_code"] == 0, got
+    wait_until(lambda: len(partitions_of(cluster, name)) == partitions and all(
+        p["leader_id"] >= 0 for p in partitions_of(cluster, name).values()),
+        what=f"every partition of {name} led")
+    return partitions_of(cluster, name)
+
+
+def led_elsewhere(cluster: LocalCluster, topic: str, indexes, gone: int) -> bool:
+    """Whether each of ``topic``'s partitions ``indexes`` has a leader other than ``gone``."""
+    now = partitions_of(cluster, topic)
+    return all(now[i]["leader_id"] not in (gone, -1) for i in indexes)

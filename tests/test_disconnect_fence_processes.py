@@ -8,9 +8,9 @@ import time
 
 from cluster_helpers import (
     active_controller,
+    create_led_topic,
     fast_overrides,
-    partitions_of,
-    request,
+    led_elsewhere,
     start_cluster,
     wait_until,
 )
@@ -30,18 +30,10 @@ def killed_leader(make_cluster, disconnect_ms: int):
     cluster = start_cluster(make_cluster(controllers=3, overrides=fast_overrides(
         broker_session_timeout_ms=SESSION_MS,
         kraft_broker_session_disconnect_timeout_ms=disconnect_ms)))
-    b = cluster.brokers[0]
-    got = request(b.host, b.broker_port, "CreateTopics", 7, {
-        "topics": [{"name": TOPIC, "num_partitions": 6, "replication_factor": 3,
-                    "assignments": [], "configs": []}],
-        "timeout_ms": 30000, "validate_only": False}, timeout_s=30)
-    assert got["topics"][0]["error_code"] == 0, got
-    wait_until(lambda: len(partitions_of(cluster, TOPIC)) == 6 and all(
-        p["leader_id"] >= 0 for p in partitions_of(cluster, TOPIC).values()),
-        what="every partition led")
+    parts = create_led_topic(cluster, TOPIC, 6, 3)
     active, _ = active_controller(cluster)
     victim = next(i for i in sorted(cluster.nodes) if i != active)
-    led = {i for i, p in partitions_of(cluster, TOPIC).items() if p["leader_id"] == victim}
+    led = {i for i, p in parts.items() if p["leader_id"] == victim}
     assert led  # the placement spreads leaders over the three nodes
     killed_at = time.monotonic()
     cluster.kill(victim)
@@ -51,12 +43,8 @@ def killed_leader(make_cluster, disconnect_ms: int):
 def test_a_killed_broker_is_fenced_when_its_connection_closes(make_cluster):
     cluster, victim, led, killed_at = killed_leader(make_cluster, 1000)
     wait_until(lambda: fenced(cluster, victim), timeout_s=20, what=f"broker {victim} fenced")
-
-    def moved() -> bool:
-        now = partitions_of(cluster, TOPIC)
-        return all(now[i]["leader_id"] not in (victim, -1) for i in led)
-
-    wait_until(moved, timeout_s=20, what=f"broker {victim}'s partitions led elsewhere")
+    wait_until(lambda: led_elsewhere(cluster, TOPIC, led, victim), timeout_s=20,
+               what=f"broker {victim}'s partitions led elsewhere")
     # the session alone would have kept it unfenced for 60 s
     assert time.monotonic() - killed_at < 10
 

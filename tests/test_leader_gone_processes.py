@@ -9,9 +9,9 @@ import time
 
 from cluster_helpers import (
     active_controller,
+    create_led_topic,
     fast_overrides,
-    partitions_of,
-    request,
+    led_elsewhere,
     start_cluster,
     wait_until,
 )
@@ -37,25 +37,13 @@ def test_a_killed_leaders_followers_elect_before_the_fetch_timeout(make_cluster)
 def test_the_broker_that_died_with_the_controller_loses_its_leaderships_soon(make_cluster):
     cluster = start_cluster(make_cluster(controllers=3, overrides=fast_overrides(
         broker_session_timeout_ms=60_000)))
-    b = cluster.brokers[0]
-    got = request(b.host, b.broker_port, "CreateTopics", 7, {
-        "topics": [{"name": "t", "num_partitions": 6, "replication_factor": 3,
-                    "assignments": [], "configs": []}],
-        "timeout_ms": 30000, "validate_only": False}, timeout_s=30)
-    assert got["topics"][0]["error_code"] == 0, got
-    wait_until(lambda: len(partitions_of(cluster, "t")) == 6 and all(
-        p["leader_id"] >= 0 for p in partitions_of(cluster, "t").values()),
-        what="every partition led")
+    parts = create_led_topic(cluster, "t", 6, 3)
     old, _ = active_controller(cluster)
-    led = {i for i, p in partitions_of(cluster, "t").items() if p["leader_id"] == old}
+    led = {i for i, p in parts.items() if p["leader_id"] == old}
     assert led
     killed_at = time.monotonic()
     cluster.kill(old)
-
-    def moved() -> bool:
-        now = partitions_of(cluster, "t")
-        return all(now[i]["leader_id"] not in (old, -1) for i in led)
-
-    wait_until(moved, timeout_s=60, what=f"node {old}'s partitions led elsewhere")
+    wait_until(lambda: led_elsewhere(cluster, "t", led, old), timeout_s=60,
+               what=f"node {old}'s partitions led elsewhere")
     elapsed = time.monotonic() - killed_at
     assert elapsed < 15, f"led elsewhere only after {elapsed:.1f}s (the session is 60 s)"

@@ -85,8 +85,7 @@ def sealed(path: Path) -> bool:
         return False
 
 
-def build(path: Path | None = None, jars: list[str] | None = None,
-          log=None) -> dict[str, float | str]:
+def build(path: Path | None = None, jars: list[str] | None = None) -> dict[str, float | str]:
     """Makes the archive: a child process starts a local session that dumps its classes
     at exit, runs small queue and register checks (so the classes a check needs are
     loaded), stops, and waits for its JVM to exit; the archive then replaces any older
@@ -102,8 +101,6 @@ def build(path: Path | None = None, jars: list[str] | None = None,
     try:
         out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, env={**os.environ, ENV: "off"})
-        if log is not None:
-            log.write(out.stdout)
         if out.returncode != 0 or not tmp.is_file():
             tail = "\n".join(out.stdout.splitlines()[-20:])
             raise RuntimeError(f"building the class archive failed (exit {out.returncode}):"
