@@ -156,6 +156,7 @@ def create_led_topic(cluster: LocalCluster, name: str, partitions: int, rf: int)
 
 
 def led_elsewhere(cluster: LocalCluster, topic: str, indexes, gone: int) -> bool:
-    """Whether each of ``topic``'s partitions ``indexes`` has a leader other than ``gone``."""
+    """Whether each of ``topic``'s partitions ``indexes`` has a leader other than ``gone``
+    (one the answering broker does not list, as around a failover, has none yet)."""
     now = partitions_of(cluster, topic)
-    return all(now[i]["leader_id"] not in (gone, -1) for i in indexes)
+    return all(now.get(i, {}).get("leader_id", -1) not in (gone, -1) for i in indexes)
