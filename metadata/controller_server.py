@@ -29,6 +29,9 @@ from metadata.snapshot import SnapshotPolicy
 
 log = logging.getLogger(__name__)
 
+# An inactive controller's tick only looks for a due snapshot (an idle node wakes less).
+INACTIVE_TICK_S = 0.5
+
 
 class ControllerServer:
     def __init__(self, node_id: int, controller: QuorumController, *, tick_interval_s: float = 0.1,
@@ -41,6 +44,7 @@ class ControllerServer:
         self._activate_at: tuple[int, int] | None = None  # (epoch, end offset to reach)
         self._applied_end = 0
         self._leadership = trio.Event()  # replaced at every leadership change
+        self._activated = trio.Event()  # set when this controller becomes active
         self.metadata_errors = 0  # MetadataErrorCount: records that landed where we did not count
 
     # ------------------------------------------------------------------ RaftListener
@@ -80,6 +84,7 @@ class ControllerServer:
             self._activate_at = None
             self.controller.on_leader_change(self.node_id, epoch, self.driver.node.log.end_offset)
             log.info("controller %d: active in epoch %d", self.node_id, epoch)
+            self._activated.set()
             now = clock.monotonic_ms()
             recent = [n for n, at in getattr(self.driver, "gone_peers", {}).items()
                       if now - at < self.controller.config.broker_session_timeout_ms]
@@ -133,6 +138,8 @@ class ControllerServer:
         timed out)."""
         if result.commit_offset < 0:
             return True
+        if self.driver.committed_offset > result.commit_offset:
+            return True  # a heartbeat that changed nothing, its wait offset long committed
         leadership = self._leadership
         with trio.move_on_after(timeout_s):
             async with trio.open_nursery() as nursery:
@@ -151,15 +158,25 @@ class ControllerServer:
     # ------------------------------------------------------------------ background
 
     async def run(self) -> None:
-        """Ticks: session expiry (fencing), NoOpRecords, leader rebalance; snapshots."""
-        async with trio.open_nursery() as nursery:
-            while True:
+        """Ticks: session expiry (fencing), NoOpRecords, leader rebalance; snapshots.
+
+        An inactive controller only checks whether a snapshot is due, every
+        ``INACTIVE_TICK_S``, and ticks at once when it becomes active: its first tick gives
+        every broker a fresh session, and until then CreateTopics counts brokers that have
+        not heartbeated to it as unusable.  Nothing waits for a tick's records to commit
+        (their effects are in the controller's working image already)."""
+        while True:
+            if self.controller.is_active:
                 await trio.sleep(self.tick_interval_s)
-                if self.controller.is_active:
-                    result = self.controller.tick(clock.monotonic_ms())
-                    if result.records and self._append(result):
-                        nursery.start_soon(self._wait_committed, result)
-                self._maybe_snapshot()
+            else:
+                with trio.move_on_after(INACTIVE_TICK_S):
+                    await self._activated.wait()
+                self._activated = trio.Event()
+            if self.controller.is_active:
+                result = self.controller.tick(clock.monotonic_ms())
+                if result.records:
+                    self._append(result)
+            self._maybe_snapshot()
 
     def _maybe_snapshot(self) -> None:
         image = self.controller.image
