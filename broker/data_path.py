@@ -76,25 +76,31 @@ class DataPath:
         waits = []  # (key, partition, waiter slot, waiter id)
         # Each payload's batch headers are parsed (and CRCs checked) here, once: the append
         # and the producer state use these headers, not the bytes again.
-        payloads = {(topic["name"], pd["index"]): _validated(pd["records"])
-                    for topic in body["topic_data"] for pd in topic["partition_data"]}
-        if body.get("transactional_id") is None and _has_transactional_batches(payloads.values()):
+        payloads = {}
+        transactional = False
+        for topic in body["topic_data"]:
+            name = topic["name"]
+            for pd in topic["partition_data"]:
+                payload = payloads[(name, pd["index"])] = _validated(pd["records"])
+                if not transactional and isinstance(payload, PayloadSummary):
+                    transactional = any(h.is_transactional for h in payload.headers)
+        if transactional and body.get("transactional_id") is None:
             # As Kafka: transactional records come with the transactional id they are
             # authorized by; without one every partition fails.
             return _produce_response({
-                (topic["name"], pd["index"]): {
-                    "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "base_offset": -1,
-                    "log_append_time_ms": -1, "log_start_offset": -1}
-                for topic in body["topic_data"] for pd in topic["partition_data"]}) if acks != 0 else None
+                key: {"index": key[1], "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                      "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
+                for key in payloads}) if acks != 0 else None
         stats = self.replicas.topic_stats
         for topic in body["topic_data"]:
+            name = topic["name"]
             for pd in topic["partition_data"]:
-                key = (topic["name"], pd["index"])
+                key = (name, pd["index"])
                 result, wait = self._produce_partition(key, pd["records"], payloads[key], acks, deadline)
                 results[key] = result
                 # TotalProduceRequestsPerSec / FailedProduceRequestsPerSec: per partition, the
                 # topic's only for a topic hosted here (no series for names clients invent).
-                (stats.topics.get(key[0]) or stats.all).produce_request(
+                (stats.topics.get(name) or stats.all).produce_request(
                     result["error_code"] not in NOT_FAILED_PRODUCE)
                 if wait is not None:
                     waits.append((key,) + wait)
@@ -120,7 +126,8 @@ class DataPath:
                            acks: int, deadline: int):
         """One partition's answer (a response dict), and for acks=all a wait
         ``(partition, waiter slot, waiter id)`` when the answer must wait for the ISR."""
-        result = {"error_code": 0, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
+        result = {"index": key[1], "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
+                  "log_start_offset": -1}
         partition = self.replicas.get(*key)
         if partition is None:
             known = self.replicas.image.topic(key[0])
@@ -519,14 +526,15 @@ def _validated(records) -> PayloadSummary | CorruptRecordError:
         return exc
 
 
-def _has_transactional_batches(payloads) -> bool:
-    return any(h.is_transactional for p in payloads if isinstance(p, PayloadSummary) for h in p.headers)
-
-
 def _produce_response(results: dict) -> dict:
+    """The Produce answer of ``(topic, index) -> partition response`` (each holding its
+    ``index``), topics in the order they first come."""
+    if len(results) == 1:
+        (name, _), result = next(iter(results.items()))
+        return {"responses": [{"name": name, "partition_responses": [result]}]}
     responses = {}
-    for (name, index), result in results.items():
-        responses.setdefault(name, []).append(dict(result, index=index))
+    for (name, _), result in results.items():
+        responses.setdefault(name, []).append(result)
     return {"responses": [{"name": n, "partition_responses": ps} for n, ps in responses.items()]}
 
 

@@ -188,11 +188,13 @@ class KafkaConnection:
             if body is None:
                 if timer is not None:  # acks=0: no answer to send
                     timer.done(timer.ready, timer.ready)
-                await self._mute(quota)
+                if quota is not None:
+                    await self._mute(quota)
                 return True
             if isinstance(body, Deferred):
                 await self._answer(answers, (request, body), timer)
-                await self._mute(quota)
+                if quota is not None:
+                    await self._mute(quota)
                 return True
             answer = self._encode(request, body)
         if answer is None:
@@ -200,7 +202,8 @@ class KafkaConnection:
         if timer is not None:
             timer.api.count_errors(body)
         await self._answer(answers, answer, timer, hold=request.api == "Produce")
-        await self._mute(quota)
+        if quota is not None:
+            await self._mute(quota)
         return True
 
     async def _mute(self, quota) -> None:

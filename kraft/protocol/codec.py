@@ -71,6 +71,11 @@ def decode_prefix(name: str, kind: str, version: int, buf, pos: int = 0) -> tupl
     return _compiled(name, kind, version)[0](buf, pos, len(buf))
 
 
+def reader(name: str, kind: str, version: int):
+    """The generated ``read(buf, pos, end) -> (value, pos)`` of a message version."""
+    return _compiled(name, kind, version)[0]
+
+
 def default_message(name: str, kind: str) -> dict:
     """A message with every field at its default (lists and dicts new each call): a
     starting point for building one."""

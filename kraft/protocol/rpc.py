@@ -72,6 +72,26 @@ def peek_header(payload) -> tuple[int, int, int]:
     return _HEADER_START.unpack_from(payload)
 
 
+_PLANS: dict[tuple[int, int], tuple] = {}
+
+
+def _request_plan(api_key: int, api_version: int):
+    """``(api, header reader, body reader)`` of a request the table has; None when it does
+    not have that version.  Worked out once per version the table has (it was a tenth of a
+    small Produce's decoding); other keys are not kept, so a client cannot grow the map."""
+    plan = _PLANS.get((api_key, api_version))
+    if plan is not None:
+        return plan
+    api = API_NAMES.get(api_key)
+    if api is None or api_version not in codec.versions_of(api):
+        return None
+    header_version = request_header_version(api, api_version)
+    plan = _PLANS[(api_key, api_version)] = (
+        api, codec.reader("RequestHeader", "header", header_version),
+        codec.reader(api, "request", api_version))
+    return plan
+
+
 def decode_request(payload, supported=None, principal: str = "User:ANONYMOUS", client_host: str = "",
                    connection_id: str = "") -> Request:
     """Parse a request frame's payload.
@@ -81,21 +101,26 @@ def decode_request(payload, supported=None, principal: str = "User:ANONYMOUS", c
     Raises UnknownApiKey, UnsupportedVersion or MalformedMessage.
     """
     api_key, api_version, correlation_id = peek_header(payload)
-    api = API_NAMES.get(api_key)
-    if api is None:
-        raise UnknownApiKey(f"unknown api key {api_key}")
-    versions = codec.versions_of(api) if supported is None else supported.get(api_key)
-    if versions is None or api_version not in versions or api_version not in codec.versions_of(api):
+    plan = _request_plan(api_key, api_version)
+    if supported is not None:
+        versions = supported.get(api_key)
+        if versions is None or api_version not in versions:
+            plan = None
+    if plan is None:
+        api = API_NAMES.get(api_key)
+        if api is None:
+            raise UnknownApiKey(f"unknown api key {api_key}")
+        versions = codec.versions_of(api) if supported is None else supported.get(api_key)
         raise UnsupportedVersion(
             f"{api} v{api_version} is not supported (supported: {versions})",
             api_key=api_key, api_version=api_version, correlation_id=correlation_id,
         )
-    header_version = request_header_version(api, api_version)
-    header, pos = codec.decode_prefix("RequestHeader", "header", header_version, payload)
+    api, read_header, read_body = plan
+    header, pos = read_header(payload, 0, len(payload))
     # Trailing bytes after a request body are ignored, as Kafka's broker ignores them: real
     # clients send them (librdkafka's all-topics Metadata v9+ request leaves three bytes of
     # its 4-byte array-count placeholder behind the body).
-    body = codec.decode(api, "request", api_version, memoryview(payload)[pos:], allow_trailing=True)
+    body = read_body(memoryview(payload)[pos:], 0, len(payload) - pos)[0]
     return Request(
         RequestHeader(api_key, api_version, correlation_id, header["client_id"]), api, body, principal, client_host,
         connection_id,
