@@ -90,6 +90,8 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    from jepsen.checkers import spark_daemon
+
     d = Path(log_dir or tempfile.mkdtemp(prefix="jepsen-spark-"))
     d.mkdir(parents=True, exist_ok=True)
     cfg = d / "log4j2.properties"
@@ -115,6 +117,11 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
          # a checker's plans are deterministic
          .config("spark.sql.shuffle.orderIndependentChecksum.enabled", "false")
          .config("spark.python.worker.reuse", "true"))
+    if os.environ.get("JEPSEN_SPARK_PRELOAD", "on") != "off":
+        # workers forked with pyarrow, pandas and the checkers imported (spark_daemon)
+        b = b.config("spark.python.daemon.module", "jepsen.checkers.spark_daemon")
+        for key, value in spark_daemon.SETTINGS.items():
+            b = b.config(f"spark.executorEnv.{key}", value)
     if local:
         b = b.config("spark.driver.bindAddress", os.environ["SPARK_LOCAL_IP"])
     if driver_memory:
