@@ -5,7 +5,9 @@ duplicates, hence reordering), the workload (proposals at random times to whoeve
 and the faults (symmetric, asymmetric and one-node partitions, crashes that lose every
 unsynced write, crashes aimed at the window between a write -- any write, or one carrying
 a vote or epoch -- and its fsync, graceful shutdowns, quick and slow restarts, loss of a
-node's whole disk).  Everything runs from one event queue
+node's whole disk).  In some runs a request to a stopped node is refused (always, or half
+the time), and its sender's core is told the peer is gone, as the driver tells it
+(``RaftNode.peer_gone``); there now and then a live peer is reported gone as well.  Everything runs from one event queue
 ordered by (time, sequence), calling the sans-IO cores directly, so a seed replays exactly.
 
 A run has a fault phase, then a healed phase (partitions removed, drops stopped, every node
@@ -41,10 +43,13 @@ from random import Random
 from kraft import seeds as seeds_runner
 from kraft.raft.config import RaftConfig
 from kraft.raft.messages import Batch, Envelope, HardState, Snapshot
-from kraft.raft.node import PlainVotersCodec, RaftInvariantError, RaftNode, Ready, Role
+from kraft.raft.node import (NotLeaderError, PlainVotersCodec, RaftInvariantError, RaftNode,
+                             Ready, Role)
 from kraft.raft.voters import VoterChangeError
 
 MASK64 = (1 << 64) - 1
+# Requests to a live peer that its sender is told failed as if the peer were gone.
+SPURIOUS_GONE = 0.002
 
 
 class SimulationFailure(AssertionError):
@@ -154,6 +159,9 @@ class Params:
     snapshot_chunk: int
     lose_disks: bool
     membership: bool  # the leader adds and removes voters (KIP-853) during the fault phase
+    # how often a request to a stopped node is refused and its sender told the peer is
+    # gone (0: never, the node is only silent, as behind a partition)
+    refused: float
 
     @staticmethod
     def from_rng(rng: Random) -> "Params":
@@ -178,6 +186,7 @@ class Params:
             # could leave it a majority, so a run has one fault or the other.
             lose_disks=voters >= 3 and not membership and rng.random() < 0.3,
             membership=membership,
+            refused=rng.choice([0.0, 0.5, 1.0]),
         )
 
 
@@ -393,7 +402,20 @@ class Simulation:
         if self.rng.random() < self.drop or (env.src, env.dst) in self.blocked:
             if self.record_trace:
                 self.log(f"drop {_fmt(env)}")
-            return
+            return  # lost, or cut off: the sender learns nothing but a timeout
+        dst = self.nodes.get(env.dst)
+        if env.is_request and dst is not None and self.p.refused and (
+                not dst.up and self.rng.random() < self.p.refused
+                or self.rng.random() < SPURIOUS_GONE):
+            # Nothing listens at a stopped node's address: the driver's connection is
+            # refused and it reports the peer gone (``RaftNode.peer_gone``).  Now and then a
+            # live peer is reported gone too (a connection reset by a quick restart):
+            # pre-vote must keep that from disrupting a leader that is alive.
+            sender = self.nodes[env.src]
+            self._at(self.now + self.rng.uniform(0.1, 2), "gone", env.src, sender.incarnation,
+                     env.dst)
+            if not dst.up:
+                return
         copies = 2 if self.rng.random() < self.p.duplicate else 1
         for _ in range(copies):
             delay = self.rng.uniform(self.p.delay_min_ms, self.p.delay_max_ms)
@@ -407,6 +429,16 @@ class Simulation:
             self.log(f"deliver {_fmt(env)}")
         node.core.tick(self.now)
         node.core.step(env)
+        self._touch(node)
+
+    def _ev_gone(self, node_id: int, incarnation: int, peer: int) -> None:
+        node = self.nodes[node_id]
+        if not node.up or incarnation != node.incarnation:
+            return
+        if self.record_trace:
+            self.log(f"n{node.id} peer gone: n{peer}")
+        node.core.tick(self.now)
+        node.core.peer_gone(peer)
         self._touch(node)
 
     def _ev_propose(self) -> None:
@@ -424,7 +456,12 @@ class Simulation:
         if self.healed:
             records = (self.marker,) + records
         node.core.tick(self.now)
-        offset, epoch = node.core.propose(records)
+        try:
+            offset, epoch = node.core.propose(records)
+        except NotLeaderError:  # the tick ended its leadership (check quorum): as a driver
+            self.log(f"n{node.id} propose refused: no longer the leader")
+            self._touch(node)
+            return
         if self.record_trace:
             self.log(f"n{node.id} propose {records} -> offset {offset} epoch {epoch}")
         self._touch(node)
