@@ -86,6 +86,7 @@ class ControllerServer:
             log.info("controller %d: active in epoch %d", self.node_id, epoch)
             self._activated.set()
             now = clock.monotonic_ms()
+            self.controller.start_sessions(now)
             recent = [n for n, at in getattr(self.driver, "gone_peers", {}).items()
                       if now - at < self.controller.config.broker_session_timeout_ms]
             for broker_id in self.controller.brokers_gone(recent, now):

@@ -254,6 +254,14 @@ class QuorumController:
             self.sessions.heard_on(body["broker_id"], connection_id)
         return self._result(txn, response)
 
+    def start_sessions(self, now_ms: int) -> None:
+        """Just active: every registered broker gets a whole session from now (as Kafka's
+        new controller gives), at once rather than at the first tick, so that a
+        CreateTopics handled in between does not count the brokers that have not
+        heartbeated to this controller yet as unusable."""
+        if self._active:
+            self.sessions.start(self._working.brokers, now_ms)
+
     def brokers_gone(self, broker_ids, now_ms: int) -> list[int]:
         """Brokers known to have lost their process (their node refused or closed the
         quorum's connections) when this controller became active: each session ends
