@@ -162,10 +162,10 @@ class ControllerServer:
         """Ticks: session expiry (fencing), NoOpRecords, leader rebalance; snapshots.
 
         An inactive controller only checks whether a snapshot is due, every
-        ``INACTIVE_TICK_S``, and ticks at once when it becomes active: its first tick gives
-        every broker a fresh session, and until then CreateTopics counts brokers that have
-        not heartbeated to it as unusable.  Nothing waits for a tick's records to commit
-        (their effects are in the controller's working image already)."""
+        ``INACTIVE_TICK_S``, and ticks at once when it becomes active (its brokers got fresh
+        sessions at activation: ``QuorumController.start_sessions``).  Nothing waits for a
+        tick's records to commit (their effects are in the controller's working image
+        already)."""
         while True:
             if self.controller.is_active:
                 await trio.sleep(self.tick_interval_s)
