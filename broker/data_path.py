@@ -70,8 +70,8 @@ class DataPath:
         connection awaits in turn (so the next request is appended meanwhile)."""
         acks = body["acks"]
         timeout_ms = max(body["timeout_ms"], 0)
-        deadline = clock.monotonic_ms() + timeout_ms
-        wait_until = trio.current_time() + timeout_ms / 1000 + 0.1
+        # only acks=all waits (on a deadline of each clock's)
+        deadline = clock.monotonic_ms() + timeout_ms if acks == -1 else 0
         results = {}  # (topic, index) -> response partition dict
         waits = []  # (key, partition, waiter slot, waiter id)
         # Each payload's batch headers are parsed (and CRCs checked) here, once: the append
@@ -109,6 +109,8 @@ class DataPath:
         if not waits:
             return _produce_response(results)
 
+        wait_until = trio.current_time() + timeout_ms / 1000 + 0.1
+
         async def replicated() -> dict:
             with trio.move_on_at(wait_until):
                 for key, partition, slot, wid in waits:
@@ -135,8 +137,9 @@ class DataPath:
                                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             return result, None
         try:
-            outcome = partition.produce(records, payload, acks, self.replicas.min_insync_replicas(key[0]),
-                                        deadline)
+            outcome = partition.produce(  # min.insync.replicas: for acks=all only
+                records, payload, acks, self.replicas.min_insync_replicas(key[0]) if acks == -1 else 1,
+                deadline)
         except OSError as exc:  # the disk failed: the directory goes offline, not the node
             self.replicas.fail_log_dir(f"appending to {partition.name}", exc)
             result["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR

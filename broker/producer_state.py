@@ -460,7 +460,8 @@ class ProducerStateManager:
             loaded = ProducerStateManager()
         start = loaded.map_end_offset
         for item in batches:
-            batch, marker = item if isinstance(item, tuple) else (item, None)
+            # a pair, or a bare header (itself a named tuple)
+            batch, marker = item if type(item) is tuple else (item, None)
             if batch.base_offset < start:
                 continue
             if end_offset is not None and batch.base_offset + batch.last_offset_delta >= end_offset:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 from hypothesis import given, settings
@@ -41,7 +40,7 @@ class Leader:
     def produce(self, b: BatchHeader):
         result = self.state.check(b)
         if result.verdict is Verdict.NEW:
-            stored = dataclasses.replace(b, base_offset=self.next_offset)
+            stored = b._replace(base_offset=self.next_offset)
             self.state.update(stored, self.next_offset)
             self.log.append(stored)
             self.next_offset = stored.next_offset

@@ -7,7 +7,7 @@ of a multi-batch append leaves the log unchanged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from kraft.log.config import LogConfig
 from kraft.log.errors import (
@@ -26,11 +26,10 @@ from kraft.records.header import (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
     """What an append wrote: offsets, timestamps, bytes, and each batch's ``(position,
     header)`` as stamped, so a caller (producer state, the leader-epoch cache) reads the
-    headers it needs without parsing the bytes again."""
+    headers it needs without parsing the bytes again.  A named tuple: one per append."""
 
     first_offset: int
     last_offset: int
@@ -49,8 +48,11 @@ class AppendInfo:
         for _, h in batches:
             if h.max_timestamp > max_ts:
                 max_ts, max_ts_offset = h.max_timestamp, h.last_offset
-        return cls(batches[0][1].base_offset, batches[-1][1].last_offset, max_ts, max_ts_offset,
-                   tuple(batches), size)
+        return _new_info((batches[0][1].base_offset, batches[-1][1].last_offset, max_ts,
+                          max_ts_offset, tuple(batches), size))
+
+
+_new_info = AppendInfo._make
 
 
 def parse_append(buf, config: LogConfig, *, check_crc: bool, leader: bool) -> list[tuple[int, BatchHeader]]:
@@ -87,6 +89,9 @@ def check_fits_segment(size: int, config: LogConfig) -> None:
         raise RecordBatchTooLargeError(f"append of {size} bytes exceeds segment.bytes={config.segment_bytes}")
 
 
+_new_header = BatchHeader._make  # from its fields in order
+
+
 def stamp_batches(buf: bytearray, batches: list[tuple[int, BatchHeader]], log_end_offset: int, *,
                   assign_offsets: bool, leader_epoch: int | None) -> list[tuple[int, BatchHeader]]:
     """Give leader batches consecutive offsets from the log end (patching ``buf``), or check
@@ -104,11 +109,9 @@ def stamp_batches(buf: bytearray, batches: list[tuple[int, BatchHeader]], log_en
         if assign_offsets or leader_epoch is not None:
             # Both fields lie outside the CRC-covered bytes: the header is the old one with
             # them replaced, no need to parse the bytes again.
-            h = BatchHeader(next_offset if assign_offsets else h.base_offset, h.batch_length,
-                            h.partition_leader_epoch if leader_epoch is None else leader_epoch,
-                            h.magic, h.crc, h.attributes, h.last_offset_delta, h.base_timestamp,
-                            h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence,
-                            h.records_count)
+            h = _new_header((next_offset if assign_offsets else h.base_offset, h.batch_length,
+                             h.partition_leader_epoch if leader_epoch is None else leader_epoch)
+                            + h[3:])
         out.append((pos, h))
         next_offset = h.next_offset
     return out
