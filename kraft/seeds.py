@@ -7,12 +7,22 @@ without its trace first (cheaper) and again with it when it fails, for the repor
 
 from __future__ import annotations
 
+import traceback
+
 
 def _run_quiet(args) -> tuple[int, str | None]:
     run_seed, seed, option = args
-    result = run_seed(seed, option, record_trace=False)
-    if result[1] is not None:
-        result = run_seed(seed, option, record_trace=True)
+    try:
+        result = run_seed(seed, option, record_trace=False)
+        if result[1] is not None:
+            result = run_seed(seed, option, record_trace=True)
+    except Exception as exc:  # noqa: BLE001 - a seed's failure, never the pool's
+        # The simulators turn a crash into a failure text themselves; this is the last
+        # guard.  Raised in a pool worker, an exception that cannot be pickled back (one
+        # whose __init__ takes other arguments than it passes on) hangs imap_unordered.
+        return seed, (f"seed {seed}: run_seed raised {type(exc).__name__}: {exc}\n"
+                      f"{''.join(traceback.format_exception(exc))}"
+                      f"replay: {run_seed.__module__}.{run_seed.__qualname__}({seed}, {option!r})")
     return result
 
 

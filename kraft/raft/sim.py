@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import heapq
 import sys
+import traceback
 from dataclasses import dataclass, replace
 from random import Random
 
@@ -311,6 +312,11 @@ class Simulation:
                     return self
         except RaftInvariantError as exc:
             self.fail(f"core invariant: {exc}")
+        except SimulationFailure:
+            raise
+        except Exception as exc:  # a crash of the core (or the simulator) fails the seed
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            self.fail(f"crashed: {type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})")
         self.fail(f"no convergence {p.heal_budget_ms} ms after healing: "
                   + self._describe())
         return self
