@@ -49,6 +49,20 @@ def test_request_round_trip_with_the_right_header_version(api, version, header_v
     assert (req.api, req.version, req.header.correlation_id, req.header.client_id) == (api, version, 42, "me")
 
 
+@pytest.mark.parametrize("version", [0, 1])
+@pytest.mark.parametrize("correlation_id", [0, 7, -1, 2**31 - 1, -2**31])
+def test_packed_response_headers_are_the_tables(version, correlation_id):
+    from kraft.protocol import codec
+
+    table = codec.encode("ResponseHeader", "header", version, {"correlation_id": correlation_id})
+    assert rpc.response_header(version, correlation_id) == table
+    framed = rpc.encode_response("Produce", 9 if version else 8, correlation_id, {"responses": []})
+    assert framed[:4] == struct.pack(">i", len(framed) - 4)
+    assert framed[4:4 + len(table)] == table
+    assert rpc.decode_response("Produce", 9 if version else 8, framed[4:]) == (
+        correlation_id, codec.decode("Produce", "response", 9 if version else 8, framed[4 + len(table):]))
+
+
 def test_api_versions_response_header_is_never_flexible():
     data = rpc.encode_response("ApiVersions", 3, 7, {"api_keys": []})
     # size, correlation id, then the body starts directly (no tag section in the header).
