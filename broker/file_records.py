@@ -100,11 +100,17 @@ async def send_response(stream: trio.abc.Stream, pieces: list, use_sendfile: boo
         if not use_sendfile:
             await stream.send_all(b"".join(p if isinstance(p, bytes) else p.read() for p in pieces))
             return
+        # Straight to the socket, piece after piece, without giving the loop back between
+        # them (each await of send_all is a scheduling round: a one-record answer took
+        # three, on the acks=all path twice over); only a full socket buffer waits.
+        sock = stream.socket
+        out_fd = sock.fileno()
         for piece in pieces:
             if isinstance(piece, bytes):
-                await stream.send_all(piece)
+                await _write(sock, out_fd, piece)
             else:
-                await _sendfile(stream.socket, piece)
+                await _sendfile(sock, piece, checkpoint=False)
+        await trio.lowlevel.cancel_shielded_checkpoint()  # let other tasks run between responses
     except ShortFile as exc:
         log.warning("closing a connection: a fetch response cannot be completed: %s", exc)
         raise
@@ -114,7 +120,21 @@ async def send_response(stream: trio.abc.Stream, pieces: list, use_sendfile: boo
                 piece.close()
 
 
-async def _sendfile(sock, records: FileRecords) -> None:
+async def _write(sock, out_fd: int, data: bytes) -> None:
+    """Write all of ``data`` to the (non-blocking) socket, waiting only when it is full."""
+    view = memoryview(data)
+    while view:
+        try:
+            sent = os.write(out_fd, view)
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(sock)
+            continue
+        except OSError as exc:
+            raise trio.BrokenResourceError(f"socket write failed: {exc}") from exc
+        view = view[sent:]
+
+
+async def _sendfile(sock, records: FileRecords, checkpoint: bool = True) -> None:
     """Wait until the socket can take more, sendfile, repeat until the hole is filled."""
     out_fd = sock.fileno()
     position, left = records.position, records.size
@@ -131,4 +151,5 @@ async def _sendfile(sock, records: FileRecords) -> None:
         STATS.sendfile_bytes += sent
         position += sent
         left -= sent
-    await trio.lowlevel.cancel_shielded_checkpoint()  # let other tasks run between responses
+    if checkpoint:
+        await trio.lowlevel.cancel_shielded_checkpoint()  # let other tasks run between responses
