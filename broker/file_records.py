@@ -109,7 +109,7 @@ async def send_response(stream: trio.abc.Stream, pieces: list, use_sendfile: boo
             if isinstance(piece, bytes):
                 await _write(sock, out_fd, piece)
             else:
-                await _sendfile(sock, piece, checkpoint=False)
+                await _sendfile(sock, out_fd, piece)
         await trio.lowlevel.cancel_shielded_checkpoint()  # let other tasks run between responses
     except ShortFile as exc:
         log.warning("closing a connection: a fetch response cannot be completed: %s", exc)
@@ -134,9 +134,8 @@ async def _write(sock, out_fd: int, data: bytes) -> None:
         view = view[sent:]
 
 
-async def _sendfile(sock, records: FileRecords, checkpoint: bool = True) -> None:
+async def _sendfile(sock, out_fd: int, records: FileRecords) -> None:
     """Wait until the socket can take more, sendfile, repeat until the hole is filled."""
-    out_fd = sock.fileno()
     position, left = records.position, records.size
     while left:
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -151,5 +150,3 @@ async def _sendfile(sock, records: FileRecords, checkpoint: bool = True) -> None
         STATS.sendfile_bytes += sent
         position += sent
         left -= sent
-    if checkpoint:
-        await trio.lowlevel.cancel_shielded_checkpoint()  # let other tasks run between responses

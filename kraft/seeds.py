@@ -10,6 +10,12 @@ from __future__ import annotations
 import traceback
 
 
+def crash_text(exc: BaseException) -> str:
+    """How a simulator reports an exception its run raised: type, message, and the line."""
+    where = traceback.extract_tb(exc.__traceback__)[-1]
+    return f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"
+
+
 def _run_quiet(args) -> tuple[int, str | None]:
     run_seed, seed, option = args
     try:

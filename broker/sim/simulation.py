@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import heapq
 import logging
-import traceback
 from dataclasses import dataclass
 from random import Random
 
@@ -36,6 +35,7 @@ from kraft.protocol.error_codes import ErrorCode
 from kraft.records.batch import build_batch
 from kraft.records.header import iter_batches
 from kraft.records.payload import validate_payload
+from kraft.seeds import crash_text
 
 MASK64 = (1 << 64) - 1
 CONTROLLER = 0
@@ -240,8 +240,7 @@ class Simulation:
         except InvariantViolation as exc:
             self.fail(str(exc))
         except Exception as exc:  # noqa: BLE001 - the core's own checks are part of the oracle
-            where = traceback.extract_tb(exc.__traceback__)[-1]
-            self.fail(f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})")
+            self.fail(crash_text(exc))
         self.fail(f"no convergence {p.heal_budget_ms} ms after healing: {self._describe()}")
         return self
 

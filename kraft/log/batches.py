@@ -48,11 +48,8 @@ class AppendInfo(NamedTuple):
         for _, h in batches:
             if h.max_timestamp > max_ts:
                 max_ts, max_ts_offset = h.max_timestamp, h.last_offset
-        return _new_info((batches[0][1].base_offset, batches[-1][1].last_offset, max_ts,
+        return cls._make((batches[0][1].base_offset, batches[-1][1].last_offset, max_ts,
                           max_ts_offset, tuple(batches), size))
-
-
-_new_info = AppendInfo._make
 
 
 def parse_append(buf, config: LogConfig, *, check_crc: bool, leader: bool) -> list[tuple[int, BatchHeader]]:
@@ -89,9 +86,6 @@ def check_fits_segment(size: int, config: LogConfig) -> None:
         raise RecordBatchTooLargeError(f"append of {size} bytes exceeds segment.bytes={config.segment_bytes}")
 
 
-_new_header = BatchHeader._make  # from its fields in order
-
-
 def stamp_batches(buf: bytearray, batches: list[tuple[int, BatchHeader]], log_end_offset: int, *,
                   assign_offsets: bool, leader_epoch: int | None) -> list[tuple[int, BatchHeader]]:
     """Give leader batches consecutive offsets from the log end (patching ``buf``), or check
@@ -109,9 +103,10 @@ def stamp_batches(buf: bytearray, batches: list[tuple[int, BatchHeader]], log_en
         if assign_offsets or leader_epoch is not None:
             # Both fields lie outside the CRC-covered bytes: the header is the old one with
             # them replaced, no need to parse the bytes again.
-            h = _new_header((next_offset if assign_offsets else h.base_offset, h.batch_length,
-                             h.partition_leader_epoch if leader_epoch is None else leader_epoch)
-                            + h[3:])
+            h = BatchHeader._make((next_offset if assign_offsets else h.base_offset,
+                                   h.batch_length,
+                                   h.partition_leader_epoch if leader_epoch is None else leader_epoch)
+                                  + h[3:])
         out.append((pos, h))
         next_offset = h.next_offset
     return out

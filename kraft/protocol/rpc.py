@@ -147,21 +147,29 @@ def encode_request(api: str, version: int, correlation_id: int, body: dict,
 
 # The response header's two versions, packed directly (every response has one): v0 is the
 # correlation id, v1 adds an empty tagged-field section.  A test holds them to the table.
-_RESPONSE_HEADERS = (struct.Struct(">i"), struct.Struct(">iB"))
+_RESPONSE_HEADER_V0 = struct.Struct(">i")
+_RESPONSE_HEADER_V1 = struct.Struct(">iB")
 
 
 def response_header(version: int, correlation_id: int) -> bytes:
     """The encoded ResponseHeader of ``version`` (0 or 1)."""
-    return _RESPONSE_HEADERS[version].pack(correlation_id, 0) if version else \
-        _RESPONSE_HEADERS[0].pack(correlation_id)
+    if version:
+        return _RESPONSE_HEADER_V1.pack(correlation_id, 0)
+    return _RESPONSE_HEADER_V0.pack(correlation_id)
+
+
+def _encode_framed(out: bytearray, api: str, version: int, correlation_id: int, body: dict) -> None:
+    """Room for the frame's size (filled in by the caller once it is known), the header, the
+    body: the bytes are then copied once, into what is sent."""
+    out += bytes(4)
+    out += response_header(response_header_version(api, version), correlation_id)
+    codec.encode_into(out, api, "response", version, body)
 
 
 def encode_response(api: str, version: int, correlation_id: int, body: dict) -> bytes:
-    """A whole framed response: encoded after room for its size, which is filled in last,
-    so the bytes are copied once (into the returned ``bytes``)."""
-    out = bytearray(4)
-    out += response_header(response_header_version(api, version), correlation_id)
-    codec.encode_into(out, api, "response", version, body)
+    """A whole framed response."""
+    out = bytearray()
+    _encode_framed(out, api, version, correlation_id, body)
     _SIZE.pack_into(out, 0, len(out) - 4)
     return bytes(out)
 
@@ -171,11 +179,10 @@ def encode_response_spliced(api: str, version: int, correlation_id: int, body: d
     ``SplicedRecords`` where they go (the size prefix counts them).  A body without any is
     one piece, the same bytes as ``encode_response``."""
     out = SplicingBuffer()
-    out += response_header(response_header_version(api, version), correlation_id)
-    codec.encode_into(out, api, "response", version, body)
+    _encode_framed(out, api, version, correlation_id, body)
+    _SIZE.pack_into(out, 0, len(out) - 4 + sum(records.size for _, records in out.holes))
     if not out.holes:
-        return [frame(out)]
-    size = len(out) + sum(records.size for _, records in out.holes)
+        return [bytes(out)]
     pieces: list = []
     start = 0
     for at, records in out.holes:
@@ -183,7 +190,6 @@ def encode_response_spliced(api: str, version: int, correlation_id: int, body: d
         pieces.append(records)
         start = at
     pieces.append(bytes(memoryview(out)[start:]))
-    pieces[0] = _SIZE.pack(size) + pieces[0]
     return [p for p in pieces if not isinstance(p, bytes) or p]
 
 

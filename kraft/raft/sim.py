@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import heapq
 import sys
-import traceback
 from dataclasses import dataclass, replace
 from random import Random
 
@@ -315,8 +314,7 @@ class Simulation:
         except SimulationFailure:
             raise
         except Exception as exc:  # a crash of the core (or the simulator) fails the seed
-            where = traceback.extract_tb(exc.__traceback__)[-1]
-            self.fail(f"crashed: {type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})")
+            self.fail(f"crashed: {seeds_runner.crash_text(exc)}")
         self.fail(f"no convergence {p.heal_budget_ms} ms after healing: "
                   + self._describe())
         return self

@@ -115,15 +115,12 @@ class BatchHeader(NamedTuple):
         return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
 
 
-_new_header = BatchHeader._make
-
-
 def parse_header(buf, pos: int = 0) -> BatchHeader:
     """Parse the v2 header at ``buf[pos:]``.  Checks magic and length, not the CRC."""
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptRecordError(f"batch header needs {HEADER_SIZE} bytes, have {len(buf) - pos}")
     fields = _HEADER.unpack_from(buf, pos)
-    header = _new_header(fields)
+    header = BatchHeader._make(fields)
     if header.magic != 2:
         raise CorruptRecordError(f"unsupported magic {header.magic} (expected 2)")
     if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
