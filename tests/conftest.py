@@ -38,9 +38,35 @@ def spark(tmp_path_factory):
     s.stop()
 
 
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the item, so a fixture can tell that its test failed."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)
+
+
+NODE_LOG_TAIL_LINES = 60
+
+
+def print_node_log_tails(clusters) -> None:
+    """The end of every node's log, printed into a failed test's report: a CI run keeps
+    nothing else of the processes it killed."""
+    for cluster in clusters:
+        for node in cluster.nodes.values():
+            try:
+                lines = node.log_path.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            shown = min(len(lines), NODE_LOG_TAIL_LINES)
+            print(f"----- {node.log_path} (last {shown} of {len(lines)} lines)")
+            print("\n".join(lines[-NODE_LOG_TAIL_LINES:]))
+
+
 @pytest.fixture
-def make_cluster(tmp_path):
-    """Build LocalClusters under tmp_path; every process is killed at the end of the test."""
+def make_cluster(request, tmp_path):
+    """Build LocalClusters under tmp_path; every process is killed at the end of the test,
+    and a failed test's report ends with each node's last log lines."""
     from kraft.local_cluster import LocalCluster
 
     clusters = []
@@ -56,3 +82,6 @@ def make_cluster(tmp_path):
             if node.running:
                 node.process.kill()
                 node.process.wait()
+    call = getattr(request.node, "report_call", None)
+    if call is not None and call.failed:
+        print_node_log_tails(clusters)
