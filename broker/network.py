@@ -46,6 +46,7 @@ from kraft.protocol import rpc
 from kraft.protocol.error_codes import ErrorCode
 from kraft.protocol.errors import ProtocolError, UnsupportedVersion
 from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder
+from kraft.server_config import ListenError
 
 if TYPE_CHECKING:
     from broker.client_quotas import ClientQuotaEnforcer
@@ -332,7 +333,8 @@ async def serve_kafka(handler: Handler, host: str, port: int, *, supported=None,
                       quotas: ConnectionQuotas | None = None, auth=None,
                       metrics: RequestMetrics | None = None,
                       client_quotas: ClientQuotaEnforcer | None = None,
-                      on_close: Callable[[str], None] | None = None) -> None:
+                      on_close: Callable[[str], None] | None = None,
+                      name: str = "listener") -> None:
     """Listen on host:port and serve Kafka connections until cancelled.
 
     ``task_status.started`` receives the bound port (useful with port 0).  ``quotas``: the
@@ -340,8 +342,12 @@ async def serve_kafka(handler: Handler, host: str, port: int, *, supported=None,
     listener's TLS and SASL (``broker.network_security.ListenerAuth``); None is PLAINTEXT.
     ``client_quotas``: the broker's client quotas (``broker.client_quotas``), None for none.
     ``on_close``: called with a connection's id (``rpc.Request.connection_id``) once it closed.
+    ``name``: how a failure to listen (``ListenError``) names the listener.
     """
-    listeners = await trio.open_tcp_listeners(port, host=host)
+    try:
+        listeners = await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        raise ListenError(exc.errno, f"{name}: cannot listen on {host}:{port}: {exc.strerror}") from exc
     bound = listeners[0].socket.getsockname()[1]
     quotas = quotas if quotas is not None else ConnectionQuotas(limits)
     if auth is not None:

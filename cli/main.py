@@ -80,12 +80,13 @@ def start_command(config_path, overrides, log_level, profile_path) -> None:
         profiler = cProfile.Profile()
         profiler.enable()
     from kraft.security.config import SecurityConfigError
+    from kraft.server_config import ListenError
 
     try:
         node.run(config, cluster_id)
     except KeyboardInterrupt:
         pass
-    except SecurityConfigError as exc:
+    except (SecurityConfigError, ListenError) as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)
     finally:

@@ -215,7 +215,7 @@ class Node:
                     max_frame_bytes=config["socket.request.max.bytes"],
                     limits=ConnectionLimits.from_config(config), metrics=self.request_metrics,
                     auth=self.security.auth(endpoint.listener, lambda: controller.image.scram_credentials),
-                    on_close=self.controller.connection_closed))
+                    on_close=self.controller.connection_closed, name=f"listener {endpoint.listener}"))
                 nursery.start_soon(self.controller.run)
             if config.is_broker:
                 await self._start_broker(nursery, client)
@@ -290,7 +290,8 @@ class Node:
                 serve_kafka, functools.partial(api.handle, listener=endpoint.listener),
                 endpoint.host or "0.0.0.0", endpoint.port, supported=api.supported,
                 max_frame_bytes=config["socket.request.max.bytes"], limits=limits, quotas=quotas, auth=auth,
-                metrics=self.request_metrics, client_quotas=client_quotas))
+                metrics=self.request_metrics, client_quotas=client_quotas,
+                name=f"listener {endpoint.listener}"))
         fetchers = ReplicaFetcherManager(config.node_id, self.replicas, client("replication"),
                                          inter_broker_listener,
                                          fetch_max_bytes=config["replica.fetch.response.max.bytes"],

@@ -19,6 +19,15 @@ class ConfigError(ValueError):
     """A missing, unknown or invalid configuration key; the message names the key."""
 
 
+class ListenError(OSError):
+    """A configured address could not be listened on (taken by another process, not this
+    machine's, or a privileged port): the node stops with this one line, as Kafka's "Socket
+    server failed to bind"."""
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigKey:
     name: str

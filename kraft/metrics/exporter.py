@@ -30,6 +30,7 @@ from prometheus_client.registry import Collector
 
 from kraft import clock
 from kraft.metrics.stats import LOG_FLUSH_MS, QUANTILES, Histogram, RequestMetrics, error_name
+from kraft.server_config import ListenError
 
 log = logging.getLogger(__name__)
 
@@ -448,7 +449,7 @@ class MetricsServer:
         try:
             self._httpd, self._thread = start_http_server(port, addr=host, registry=self.registry)
         except OSError as exc:
-            raise OSError(exc.errno, f"kraft.metrics.port: cannot listen on {host}:{port}: {exc.strerror}") from exc
+            raise ListenError(exc.errno, f"kraft.metrics.port: cannot listen on {host}:{port}: {exc.strerror}") from exc
         self.port = self._httpd.server_port
         self.host = host
 
