@@ -385,7 +385,7 @@ class DataPath:
             file_records.STATS.copied_bytes += result.size
         else:
             try:
-                resp["records"] = FileRecords(result.path, result.position, result.size)
+                resp["records"] = FileRecords(result.path, result.position, result.size, result.fd)
             except OSError as exc:  # out of descriptors, say: read them instead
                 log.warning("fetch of %s-%d reads its records into memory: %s", name, index, exc)
                 resp["records"] = partition.log.read(fetch_offset, limit, max_offset=max_offset).records or b""

@@ -58,11 +58,13 @@ class FileRecords(SplicedRecords):
     __slots__ = ("fd", "position")
     open_count = 0  # in this process (see MAX_OPEN)
 
-    def __init__(self, path: os.PathLike, position: int, size: int):
+    def __init__(self, path: os.PathLike, position: int, size: int, segment_fd: int = -1):
+        """``segment_fd``: the segment's own descriptor, duplicated instead of opening
+        ``path`` again (``ReadResult.fd``)."""
         super().__init__(size)
         self.position = position
         self.fd: int | None = None  # so __del__ has nothing to close if the open fails
-        self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self.fd = os.dup(segment_fd) if segment_fd >= 0 else os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         FileRecords.open_count += 1
 
     @staticmethod

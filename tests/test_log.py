@@ -201,6 +201,42 @@ def test_read_location_for_sendfile(tmp_path):
     assert data in b"".join(stored)
 
 
+def test_a_read_at_the_tail_parses_only_the_batches_it_returns(tmp_path, monkeypatch):
+    """Followers and consumers fetch from the last batches.  With the default index
+    interval (4 KiB) the sparse index leaves ~50 small batches to walk header by header;
+    the segment's memory of its last appends starts the walk at the batch wanted."""
+    from kraft.log import scan
+
+    log = open_log(tmp_path)
+    batches = fill(log, 50, count=1, value_size=10)
+    assert sum(map(len, batches)) < 4096  # no index entry among them
+    parsed = []
+    real = scan.parse_header
+    monkeypatch.setattr(scan, "parse_header", lambda buf, off=0: parsed.append(off) or real(buf, off))
+    for back in range(1, 8):
+        parsed.clear()
+        offset = log.log_end_offset - back
+        r = log.read(offset, 1 << 20, load_bytes=False)
+        assert (r.first_offset, r.size) == (offset, sum(map(len, batches[-back:])))
+        assert len(parsed) <= back + 1, (back, len(parsed))
+    log.close()
+
+
+def test_a_truncated_tail_is_forgotten(tmp_path):
+    """After a truncation, a batch appended in the cut batches' place spans their offsets:
+    a read inside it must not start where a cut batch used to end."""
+    log = open_log(tmp_path)
+    kept = fill(log, 5, count=1)
+    log.truncate_to(3)
+    assert log.log_end_offset == 3
+    wide = bytearray(make_batch(0, 6, timestamp=2_000_000, value_size=40))
+    log.append(wide, assign_offsets=True)  # offsets 3..8, over the cut 3 and 4
+    for offset in range(3, 9):
+        assert log.read(offset, 1 << 20).records == bytes(wide)
+    assert read_all(log) == b"".join(kept[:3]) + bytes(wide)
+    log.close()
+
+
 def test_read_out_of_range(tmp_path):
     log = open_log(tmp_path)
     fill(log, 3)

@@ -159,10 +159,13 @@ class LogModel(RuleBasedStateMachine):
         visible = [b for b in self.batches if b.last >= self.lso]
         got = [(h.base_offset, data) for h, data in self.log.iter_batches(with_data=True)]
         assert got == [(b.base, b.data) for b in visible]
-        for b in visible[::3]:  # reads through the indexes
-            for offset in {max(b.base, self.lso), b.last}:
+        previous_last = self.lso - 1
+        for b in visible:  # reads through the indexes and the segments' remembered tails
+            # (an offset in a follower's gap before the batch reads the batch too)
+            for offset in {max(b.base, self.lso), b.last, max(previous_last + 1, self.lso)}:
                 r = self.log.read(offset, 1)
                 assert r.records == b.data
+            previous_last = b.last
         if visible:
             r = self.log.read(self.lso, 1 << 20)
             assert r.records == b"".join(b.data for b in visible)[: r.size]

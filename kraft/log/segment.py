@@ -12,6 +12,7 @@ node's open files do not grow with its partitions.
 from __future__ import annotations
 
 import os
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,11 @@ TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"  # a segment the log cleaner is writing
 SWAP_SUFFIX = ".swap"  # a cleaned segment being swapped in (see Log.replace_segments)
+# Batches whose (last offset, end position) a segment keeps from its appends: followers and
+# consumers at the tail fetch from one of the last few batches, which the sparse offset
+# index (an entry every index.interval.bytes) would find only by parsing every header since
+# its last entry, dozens of small batches' worth on each fetch.
+TAIL_BATCHES = 8
 
 
 def segment_name(base_offset: int, suffix: str) -> str:
@@ -43,7 +49,10 @@ class ReadResult:
     ``records`` holds the bytes (None when the read asked not to load them); ``path``,
     ``position`` and ``size`` locate the same bytes in the segment file for ``sendfile``.
     ``first_offset`` is the base offset of the first batch (None when empty) and
-    ``next_offset`` the offset following the last batch returned.
+    ``next_offset`` the offset following the last batch returned.  ``fd``: the segment's
+    descriptor when it was read (-1 for none), open until the next segment file opens
+    through the same cache: ``os.dup`` it at once to keep the bytes (cheaper than opening
+    ``path`` again, and the same file even if the path is replaced later).
     """
 
     records: bytes | None
@@ -52,6 +61,7 @@ class ReadResult:
     size: int
     first_offset: int | None
     next_offset: int
+    fd: int = -1
 
     @classmethod
     def empty(cls, next_offset: int) -> ReadResult:
@@ -84,6 +94,8 @@ class LogSegment:
         self._max_ts: tuple[int, int] | None = (-1, -1) if size == 0 else None
         self._rolling_base_ts: int | None = None
         self._bytes_since_index = 0
+        # the last TAIL_BATCHES appended batches, flat: last offset, end position, ...
+        self._tail: array | None = None
         self.needs_fsync = False
 
     # -- construction ----------------------------------------------------------------
@@ -173,6 +185,7 @@ class LogSegment:
         self.time_index.reset()
         self._max_ts = (-1, -1)
         self._rolling_base_ts = None
+        self._tail = None
         expected = self.base_offset if min_offset is None else max(min_offset, self.base_offset)
         valid = 0
         last_indexed = 0
@@ -225,12 +238,19 @@ class LogSegment:
         and headers with final offsets) at the end of the segment and index it."""
         start = self.size
         write_fully(self.fd, data, start)
+        tail = self._tail
+        if tail is None:
+            tail = self._tail = array("q")
         for rel_pos, h in batches:
             self._track_timestamp(h)
             if self._bytes_since_index > self.config.index_interval_bytes:
                 self._add_index_entries(h, start + rel_pos)
                 self._bytes_since_index = 0
             self._bytes_since_index += h.size
+            tail.append(h.last_offset)
+            tail.append(start + rel_pos + h.size)
+        if len(tail) > 2 * TAIL_BATCHES:
+            del tail[:len(tail) - 2 * TAIL_BATCHES]
         self.size = start + len(data)
         self._next_offset = batches[-1][1].next_offset
         self.needs_fsync = True
@@ -302,6 +322,12 @@ class LogSegment:
         """The first batch whose last offset is >= ``offset``, as ``(position, header)``."""
         self.ensure_indexes()
         _, pos = self.offset_index.lookup(offset)
+        tail = self._tail
+        if tail:  # the newest batch remembered that ends before ``offset``: its end is ours
+            for i in range(len(tail) - 2, -1, -2):
+                if tail[i] < offset:
+                    pos = max(pos, tail[i + 1])
+                    break
         for p, h in scan_file(self.fd, pos, self.size, check_crc=False):
             if h.last_offset >= offset:
                 return p, h
@@ -337,7 +363,7 @@ class LogSegment:
         except TornBatch:
             pass  # the limit cut the last batch
         records = bytes(memoryview(buf)[:end]) if buf is not None else None
-        return ReadResult(records, self.log_path, pos, end, first.base_offset, next_offset)
+        return ReadResult(records, self.log_path, pos, end, first.base_offset, next_offset, self.fd)
 
     def find_timestamp(self, timestamp: int, min_offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch at or after ``min_offset`` whose max timestamp >= ``timestamp``."""
@@ -376,6 +402,7 @@ class LogSegment:
         self.txn_index.truncate_to(h.base_offset)
         os.ftruncate(self.fd, pos)
         self.size = pos
+        self._tail = None
         self.needs_fsync = True
         self._next_offset = None
         self._max_ts = None
