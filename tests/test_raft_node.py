@@ -190,6 +190,54 @@ def test_one_follower_wrongly_told_the_leader_is_gone_disrupts_nothing():
     assert {n.epoch for n in c.nodes.values()} == {epoch}
 
 
+class RefusingCluster(Cluster):
+    """A request to a down node is refused at once, and its sender told so, as the driver
+    does (``peer_gone``)."""
+
+    def deliver(self, rounds=200):
+        for _ in range(rounds):
+            inbox = []
+            for i, n in self.nodes.items():
+                if i not in self.down:
+                    inbox += drain(n, self.disks[i])[0]
+            if not inbox:
+                return
+            self.sent += inbox
+            for env in inbox:
+                if env.dst in self.down:
+                    if env.is_request:
+                        self.nodes[env.src].peer_gone(env.dst)
+                    continue
+                self.nodes[env.dst].tick(self.now)
+                self.nodes[env.dst].step(env)
+        raise AssertionError("the cluster did not quiesce")
+
+
+def test_an_observer_that_asks_a_gone_voter_asks_another_at_once():
+    """A broker (observer) whose leader died picks a voter at random to learn the new one;
+    the dead voter refuses at once, and the observer asks another after the fetch backoff
+    instead of waiting out request_timeout_ms (2 s: longer than a test's broker session)."""
+    asked_the_dead = 0
+    for seed in range(12):
+        c = RefusingCluster(observers=(4,), seed=seed)
+        old = c.leader()
+        c.run(200)
+        observer = c.nodes[4]
+        assert observer.leader_id == old.id
+        c.down.add(old.id)
+        sent_before = len(c.sent)
+        for n in c.nodes.values():
+            if n.id != old.id:
+                n.peer_gone(old.id)
+        c.run(FETCH_TIMEOUT // 2)
+        (new,) = c.leaders()
+        c.run(300)
+        assert observer.leader_id == new, seed
+        asked_the_dead += any(e.src == 4 and e.dst == old.id and isinstance(e.message, FetchRequest)
+                              for e in c.sent[sent_before:])
+    assert asked_the_dead  # the seeds do reach the case
+
+
 def test_peer_gone_of_a_node_that_is_not_the_leader_changes_nothing():
     c = Cluster()
     leader = c.leader()

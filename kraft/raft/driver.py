@@ -426,11 +426,12 @@ class RaftDriver:
         except PeerGone as exc:
             log.debug("node %d: %s to %d failed: %s", self.config.node_id, api, env.dst, exc)
             self.gone_peers[env.dst] = clock.monotonic_ms()
-            if not self.closed and env.dst == self.node.leader_id:
-                log.info("node %d: the leader %d is gone (%s): looking for a new one",
-                         self.config.node_id, env.dst, exc)
+            if not self.closed:
+                if env.dst == self.node.leader_id:
+                    log.info("node %d: the leader %d is gone (%s): looking for a new one",
+                             self.config.node_id, env.dst, exc)
                 self._tick()
-                self.node.peer_gone(env.dst)
+                self.node.peer_gone(env.dst)  # also: an observer asks another voter
                 self._drain()
             return
         except (NodeUnavailable, wire.NotRaftMessage) as exc:

@@ -302,7 +302,19 @@ class RaftNode:
         the remaining voters run in node id order, half an election timeout apart (both
         followers learn it at the same moment; running at once, they split the vote).
         KIP-996's pre-vote keeps a mistake from disrupting a leader that is alive: a voter
-        still hearing from it refuses, and this node follows it again."""
+        still hearing from it refuses, and this node follows it again.
+
+        An observer looking for the leader that asked a voter that is gone asks another
+        after ``fetch_retry_backoff_ms``, not after ``request_timeout_ms``: it picks among
+        all voters, the dead one too, and two such picks in a row kept a broker from the
+        new controller for 4 s, longer than its session (a CI run's failover test)."""
+        if node_id == self._observer_target and self._fetch_cid is not None \
+                and self.role is not Role.FOLLOWER:
+            self._inflight.pop(self._fetch_cid, None)
+            self._fetch_cid = None
+            self._observer_target = None
+            self._next_fetch_ms = self._now + self.config.fetch_retry_backoff_ms
+            return
         if self.role is not Role.FOLLOWER or node_id != self.leader_id:
             return
         if not self._takes_part:
