@@ -321,13 +321,16 @@ class LogSegment:
     def translate_offset(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= ``offset``, as ``(position, header)``."""
         self.ensure_indexes()
-        _, pos = self.offset_index.lookup(offset)
-        tail = self._tail
-        if tail:  # the newest batch remembered that ends before ``offset``: its end is ours
-            for i in range(len(tail) - 2, -1, -2):
-                if tail[i] < offset:
-                    pos = max(pos, tail[i + 1])
-                    break
+        tail = self._tail or ()
+        # The newest remembered batch that ends before ``offset``: the wanted batch starts
+        # where it ends (the batches after it in the tail all reach ``offset``), at or past
+        # anything the index could give.  Else the index's entry at or before ``offset``.
+        for i in range(len(tail) - 2, -1, -2):
+            if tail[i] < offset:
+                pos = tail[i + 1]
+                break
+        else:
+            _, pos = self.offset_index.lookup(offset)
         for p, h in scan_file(self.fd, pos, self.size, check_crc=False):
             if h.last_offset >= offset:
                 return p, h
