@@ -27,6 +27,17 @@ from kraft.security.scram import ScramClient, ScramError
 log = logging.getLogger(__name__)
 
 
+def _refused(exc: BaseException) -> bool:
+    """Whether connecting failed because nothing listens there.  trio's ``open_tcp_stream``
+    raises an OSError from an ExceptionGroup of every address's attempt, whose errno is
+    None: reading only the cause's errno took every refusal for an outage, and the Raft
+    driver then waited out timeouts for a peer that was gone (a killed controller's
+    followers elected after the whole fetch timeout)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_refused(e) for e in exc.exceptions)
+    return getattr(exc, "errno", None) == errno.ECONNREFUSED
+
+
 class NodeUnavailable(Exception):
     """The peer could not be reached, the connection broke, or the request timed out."""
 
@@ -70,8 +81,7 @@ class Connection:
                 if stream is not None:
                     await trio.aclose_forcefully(stream)
                 cause = exc.__cause__ or exc
-                kind = (PeerGone if getattr(cause, "errno", None) == errno.ECONNREFUSED
-                        else NodeUnavailable)
+                kind = PeerGone if _refused(cause) else NodeUnavailable
                 raise kind(f"cannot connect to {self.host}:{self.port}: {cause}") from None
         if scope.cancelled_caught:
             if stream is not None:
