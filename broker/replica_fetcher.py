@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 
 # v15: the fetch carries the follower's broker epoch (KIP-903; v13+ names topics by id).
 FETCH_VERSION = 15
-MAX_WAIT_MS = 500
+# Beyond a fetch's own wait (replica.fetch.wait.max.ms), how long its answer may take.
+ANSWER_TIMEOUT_S = 10
 
 
 class _PositionsView:
@@ -63,6 +64,7 @@ class ReplicaFetcherManager:
     def __init__(self, broker_id: int, replicas: ReplicaManager, client: KafkaClient,
                  listener_name: str | None, *, fetch_max_bytes: int = 10 << 20,
                  partition_max_bytes: int = 1 << 20, backoff_s: float = 0.2,
+                 wait_max_ms: int = 500, min_bytes: int = 1,
                  broker_epoch: Callable[[], int] = lambda: -1):
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch  # this broker's registration, sent in each fetch
@@ -72,6 +74,11 @@ class ReplicaFetcherManager:
         self.fetch_max_bytes = fetch_max_bytes
         self.partition_max_bytes = partition_max_bytes
         self.backoff_s = backoff_s
+        # replica.fetch.wait.max.ms and replica.fetch.min.bytes: the leader answers a fetch
+        # once it has min_bytes for it or wait_max_ms has passed (an idle follower asks
+        # 1000 / wait_max_ms times a second per leader; acks=all waits for min_bytes too).
+        self.wait_max_ms = wait_max_ms
+        self.min_bytes = min_bytes
         self._running: set[int] = set()
         self._topic_ids: dict = {}  # topic name -> id
         self._topic_names: dict = {}  # topic id -> name
@@ -180,14 +187,14 @@ class ReplicaFetcherManager:
         for topic, index in forget:
             forgotten.setdefault(topic, []).append(index)
         body = {"replica_state": {"replica_id": self.broker_id, "replica_epoch": self.broker_epoch()},
-                "max_wait_ms": MAX_WAIT_MS, "min_bytes": 1,
+                "max_wait_ms": self.wait_max_ms, "min_bytes": self.min_bytes,
                 "max_bytes": self.fetch_max_bytes, "isolation_level": 0,
                 "session_id": session_id, "session_epoch": session_epoch,
                 "topics": [{"topic_id": topic_ids[t], "partitions": ps} for t, ps in topics.items()],
                 "forgotten_topics_data": [{"topic_id": topic_ids[t], "partitions": ps}
                                           for t, ps in forgotten.items() if t in topic_ids]}
         response = await self.client.request(*address, "Fetch", FETCH_VERSION, body,
-                                             timeout_s=MAX_WAIT_MS / 1000 + 10)
+                                             timeout_s=self.wait_max_ms / 1000 + ANSWER_TIMEOUT_S)
         if not session.on_response(response["error_code"], response["session_id"]):
             log.debug("fetch session with %s: %s; starting over", address,
                       ErrorCode(response["error_code"]).name)

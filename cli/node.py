@@ -296,6 +296,8 @@ class Node:
                                          inter_broker_listener,
                                          fetch_max_bytes=config["replica.fetch.response.max.bytes"],
                                          partition_max_bytes=config["replica.fetch.max.bytes"],
+                                         wait_max_ms=config["replica.fetch.wait.max.ms"],
+                                         min_bytes=config["replica.fetch.min.bytes"],
                                          broker_epoch=lambda: self.lifecycle.broker_epoch)
         nursery.start_soon(self.lifecycle.run)
         nursery.start_soon(self._become_ready)

@@ -148,7 +148,8 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("replica.lag.time.max.ms", "int", 30000, validate=_at_least(1)),
     _K("replica.fetch.max.bytes", "int", 1048576, validate=_at_least(0)),
     _K("replica.fetch.response.max.bytes", "int", 10485760, validate=_at_least(0)),
-    _K("replica.fetch.wait.max.ms", "int", 500, validate=_at_least(0)),
+    _K("replica.fetch.wait.max.ms", "int", 500, validate=_at_least(0)),  # broker.replica_fetcher
+    _K("replica.fetch.min.bytes", "int", 1, validate=_at_least(1)),
     _K("replica.fetch.backoff.ms", "int", 1000, validate=_at_least(0)),
     _K("max.incremental.fetch.session.cache.slots", "int", 1000, validate=_at_least(0)),
     _K("replica.high.watermark.checkpoint.interval.ms", "int", 5000, validate=_at_least(1)),
@@ -411,6 +412,12 @@ class ServerConfig:
                 raise ConfigError("listeners: a controller needs a listener named in controller.listener.names")
         elif any(self.listener(n) for n in self.controller_listener_names):
             raise ConfigError("listeners: a broker-only node must not listen on a controller listener")
+        if self._values["replica.fetch.wait.max.ms"] > self._values["replica.lag.time.max.ms"]:
+            # as Kafka's KafkaConfig: a follower parked longer than the lag limit leaves the ISR
+            raise ConfigError(f"replica.fetch.wait.max.ms ({self._values['replica.fetch.wait.max.ms']}) "
+                              "should always be less than or equal to replica.lag.time.max.ms "
+                              f"({self._values['replica.lag.time.max.ms']}) to prevent frequent "
+                              "changes in ISR")
         if self.is_broker:
             if not self.broker_listeners:
                 raise ConfigError("listeners: a broker needs a listener that is not a controller listener")

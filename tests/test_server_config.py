@@ -56,6 +56,8 @@ def test_kafka_sample_tuning_keys_are_accepted():
     ({"auto.create.topics.enable": "yes"}, "not true or false"),
     ({"controller.quorum.engine": "zk"}, "must be kraft or pysyncobj"),
     ({"controller.quorum.engine": "pysyncobj"}, "controller.quorum.pysyncobj.password: required"),
+    ({"replica.fetch.wait.max.ms": "40000"}, "should always be less than or equal to replica.lag.time.max.ms"),
+    ({"replica.fetch.min.bytes": "0"}, "replica.fetch.min.bytes: '0' must be at least 1"),
 ])
 def test_bad_config_names_the_key(change, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):

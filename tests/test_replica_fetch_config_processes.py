@@ -1,0 +1,48 @@
+"""``replica.fetch.wait.max.ms`` and ``replica.fetch.min.bytes`` reach the followers' fetches,
+as in Kafka: the leader answers a follower's fetch once it holds ``min.bytes`` for it or the
+wait has passed.  With a minimum no one-record batch reaches, every acks=all produce (with
+``min.insync.replicas`` = RF) waits for the followers' fetch deadlines, about the wait each;
+with the defaults (500 ms, 1 byte) it takes milliseconds."""
+
+from __future__ import annotations
+
+import time
+
+from cluster_helpers import fast_overrides, start_cluster
+
+WAIT_MS = 1500
+TOPIC = "slow-followers"
+
+
+def acks_all_times(cluster, count: int) -> list[float]:
+    """Seconds each of ``count`` one-record acks=all produces took, one after the other."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "3"})])[TOPIC].result(60)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 0})
+    times = []
+    for i in range(count):
+        failed = []
+        started = time.monotonic()
+        producer.produce(TOPIC, b"%d" % i, on_delivery=lambda err, msg: err and failed.append(err))
+        assert producer.flush(60) == 0 and failed == []
+        times.append(time.monotonic() - started)
+    return times
+
+
+def test_followers_fetch_with_the_configured_wait_and_minimum(make_cluster):
+    cluster = start_cluster(make_cluster(controllers=3, overrides=fast_overrides(**{
+        "replica.fetch.wait.max.ms": WAIT_MS, "replica.fetch.min.bytes": 1 << 20})))
+    times = acks_all_times(cluster, 4)
+    # The first produce may meet a fetch near its deadline; each later one arrives just
+    # after the fetch that acknowledged the one before was parked for the whole wait.
+    assert sum(times[1:]) >= 3 * WAIT_MS / 1000 * 0.8, times
+    assert max(times[1:]) < 3 * WAIT_MS / 1000, times  # the wait bounds each: nothing is stuck
+
+
+def test_the_defaults_answer_a_follower_at_once(make_cluster):
+    cluster = start_cluster(make_cluster(controllers=3, overrides=fast_overrides()))
+    times = acks_all_times(cluster, 4)
+    assert sum(times[1:]) < 1.0, times
