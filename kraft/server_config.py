@@ -412,12 +412,10 @@ class ServerConfig:
                 raise ConfigError("listeners: a controller needs a listener named in controller.listener.names")
         elif any(self.listener(n) for n in self.controller_listener_names):
             raise ConfigError("listeners: a broker-only node must not listen on a controller listener")
-        if self._values["replica.fetch.wait.max.ms"] > self._values["replica.lag.time.max.ms"]:
-            # as Kafka's KafkaConfig: a follower parked longer than the lag limit leaves the ISR
-            raise ConfigError(f"replica.fetch.wait.max.ms ({self._values['replica.fetch.wait.max.ms']}) "
-                              "should always be less than or equal to replica.lag.time.max.ms "
-                              f"({self._values['replica.lag.time.max.ms']}) to prevent frequent "
-                              "changes in ISR")
+        wait_ms, lag_ms = self._values["replica.fetch.wait.max.ms"], self._values["replica.lag.time.max.ms"]
+        if wait_ms > lag_ms:  # as Kafka's KafkaConfig: a follower parked past the lag limit leaves the ISR
+            raise ConfigError(f"replica.fetch.wait.max.ms ({wait_ms}) should always be less than or equal to "
+                              f"replica.lag.time.max.ms ({lag_ms}) to prevent frequent changes in ISR")
         if self.is_broker:
             if not self.broker_listeners:
                 raise ConfigError("listeners: a broker needs a listener that is not a controller listener")
