@@ -8,6 +8,8 @@ No record is decoded here, except that a compacted topic's records are checked f
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from pathlib import Path
 
 import trio
 
@@ -187,50 +189,11 @@ class DataPath:
         deadline = trio.current_time() + max_wait_s
         results: dict = {}  # position in ``wanted`` -> response, filled in as read
         committed = version >= 4 and body.get("isolation_level") == READ_COMMITTED and not is_follower
-        total, waiting = await self._read_all(list(enumerate(wanted)), results, replica_id, is_follower,
-                                              max_bytes, version, session, committed, replica_epoch)
-        if total < min_bytes and max_wait_s > 0 and (waiting or session is not None):
-            # Long poll: wait for a change of a partition that had nothing, then read only
-            # those that changed (a follower's fetch covers thousands of partitions).
-            woken: list = []
-            wakeup = [trio.Event()]
-
-            def wake(partition):
-                woken.append(partition)
-                wakeup[0].set()
-
-            def wake_quiet(partition, entry):  # a quiet partition changed: read it
-                if partition not in waiting:  # else this fetch read it, and waits for it
-                    wanted.append(entry)
-                    waiting[partition] = (len(wanted) - 1, entry)
-                wake(partition)
-            waited_from = trio.current_time()
-            try:
-                for n, partition in enumerate(waiting):
-                    partition.watch(wake)
-                    if n % FETCH_STEP == FETCH_STEP - 1:
-                        await trio.sleep(0)  # inside the try: a cancelled fetch unwatches them
-                if session is not None:
-                    session.wake = wake_quiet
-                while total < min_bytes and (waiting or session is not None) and trio.current_time() < deadline:
-                    with trio.move_on_at(deadline):
-                        await wakeup[0].wait()
-                    wakeup[0] = trio.Event()
-                    changed = [waiting.pop(p) for p in dict.fromkeys(woken) if p in waiting]
-                    woken.clear()
-                    read, idle = await self._read_all(changed, results, replica_id, is_follower,
-                                                      max_bytes - total, version, session, committed,
-                                                      replica_epoch)
-                    total += read
-                    for partition, entry in idle.items():  # ``notify`` dropped their watch
-                        waiting[partition] = entry
-                        partition.watch(wake)
-            finally:
-                note_remote_wait(trio.current_time() - waited_from)  # RemoteTimeMs, as Kafka's purgatory
-                for partition in waiting:
-                    partition.unwatch(wake)
-                if session is not None and session.wake is wake_quiet:
-                    session.wake = None
+        read_args = (replica_id, is_follower, version, session, committed, replica_epoch)
+        total, waiting, partial = await self._read_all(list(enumerate(wanted)), results, max_bytes, *read_args)
+        if total < min_bytes and max_wait_s > 0 and (waiting or partial or session is not None):
+            total = await self._long_poll(wanted, results, total, waiting, partial, deadline, min_bytes,
+                                          max_bytes, read_args)
         responses = _group(wanted, results, version)
         if ctx.session is not None:  # a session answers what changed (incremental) and
             # notes what it told (both): see broker/fetch_session.py
@@ -251,15 +214,87 @@ class DataPath:
         known = self.replicas.image.topic_by_id(topic_id)
         return known.name if known is not None else None
 
-    async def _read_all(self, entries, results: dict, replica_id, is_follower, max_bytes, version,
+    async def _long_poll(self, wanted: list, results: dict, total: int, waiting: dict, partial: dict,
+                         deadline: float, min_bytes: int, max_bytes: int, read_args: tuple) -> int:
+        """Wait until the fetch's partitions hold ``min_bytes`` for it, or its wait is over;
+        returns the bytes ``results`` then hold.
+
+        A partition that had nothing (``waiting``) is read when it changes, only it: a
+        follower's fetch covers thousands of partitions.  One that had some bytes
+        (``partial``) counts what it has gained since, from file positions (as Kafka's
+        DelayedFetch), and is read again from the fetch's offset once the bytes add up or
+        the wait is over, so the answer carries what accumulated, not what was there when
+        the fetch came.  A follower's ``session`` adds the quiet partitions that change."""
+        session = read_args[3]
+        woken: list = []
+        wakeup = [trio.Event()]
+        grown: dict = {}  # partial partition -> bytes it has gained since it was read
+        gained = 0  # their sum
+
+        def wake(partition):
+            woken.append(partition)
+            wakeup[0].set()
+
+        def wake_quiet(partition, entry):  # a quiet partition changed: read it
+            if partition not in waiting and partition not in partial:  # else this fetch watches it
+                wanted.append(entry)
+                waiting[partition] = (len(wanted) - 1, entry)
+            wake(partition)
+        waited_from = trio.current_time()
+        try:
+            for n, partition in enumerate(list(waiting) + list(partial)):
+                partition.watch(wake)
+                if n % FETCH_STEP == FETCH_STEP - 1:
+                    await trio.sleep(0)  # inside the try: a cancelled fetch unwatches them
+            if session is not None:
+                session.wake = wake_quiet
+            while (total + gained < min_bytes and (waiting or partial or session is not None)
+                   and trio.current_time() < deadline):
+                with trio.move_on_at(deadline):
+                    await wakeup[0].wait()
+                wakeup[0] = trio.Event()
+                changed = []
+                for p in dict.fromkeys(woken):
+                    if p in partial:
+                        n = partial[p].growth(p)
+                        gained += n - grown.get(p, 0)
+                        grown[p] = n
+                        p.watch(wake)  # ``notify`` dropped the watch
+                    elif p in waiting:
+                        changed.append(waiting.pop(p))
+                woken.clear()
+                read, idle, more = await self._read_all(changed, results, max_bytes - total, *read_args)
+                total += read
+                partial.update(more)
+                for partition in more:
+                    partition.watch(wake)
+                for partition, entry in idle.items():  # ``notify`` dropped their watch
+                    waiting[partition] = entry
+                    partition.watch(wake)
+            again = [partial[p].entry for p, n in grown.items() if n > 0]
+            if again:  # what the partial partitions gained, read with what they had
+                read, _, _ = await self._read_all(again, results, max_bytes - total, *read_args)
+                total += read
+        finally:
+            note_remote_wait(trio.current_time() - waited_from)  # RemoteTimeMs, as Kafka's purgatory
+            for partition in list(waiting) + list(partial):
+                partition.unwatch(wake)
+            if session is not None and session.wake is wake_quiet:
+                session.wake = None
+        return total
+
+    async def _read_all(self, entries, results: dict, max_bytes, replica_id, is_follower, version,
                         session=None, read_committed: bool = False, replica_epoch: int = -1):
         """Read ``entries`` (position in the request, (topic, name, partition)) into
-        ``results``; returns the bytes read and the partitions that had none, by partition.
-        A follower's ``session`` notes which ones it need not read until they change.
-        It gives the loop back every ``FETCH_STEP`` entries (see there)."""
+        ``results``; returns the bytes they add (an entry read before is replaced: its old
+        bytes are taken off), the partitions that had none (partition -> entry) and those
+        that had some (partition -> :class:`PartialRead`).  A follower's ``session`` notes
+        which ones it need not read until they change.  It gives the loop back every
+        ``FETCH_STEP`` entries (see there)."""
         now = clock.monotonic_ms()
         total = 0
         idle = {}  # partition -> entry: a long poll waits for them
+        partial = {}  # partition -> PartialRead: a long poll counts what they gain
         stats = self.replicas.topic_stats
         for n, entry in enumerate(entries):
             if n % FETCH_STEP == FETCH_STEP - 1:
@@ -273,8 +308,11 @@ class DataPath:
                 name = self._topic_name(topic["topic_id"])
             partition = self.replicas.get(name, p["partition"]) if name else None
             key = topic["topic_id"] if version >= 13 else name
-            resp = self._read_partition(name, p, replica_id, is_follower, max(max_bytes - total, 0), now,
-                                        read_committed, replica_epoch)
+            prior = results.get(i)
+            if prior is not None:  # read again (a long poll's min_bytes): its old bytes go
+                total -= self._forget_bytes(partition, is_follower, prior.get("records"))
+            resp, read = self._read_partition(name, p, replica_id, is_follower, max(max_bytes - total, 0), now,
+                                              read_committed, replica_epoch)
             data = resp.get("records") or b""
             total += len(data)
             # TotalFetchRequestsPerSec per partition read; BytesOutPerSec for consumers,
@@ -288,8 +326,12 @@ class DataPath:
                     stats.all.bytes_out += len(data)
                     if topic_stats is not None:
                         topic_stats.bytes_out += len(data)
-            if partition is not None and not data and resp["error_code"] == 0:
-                idle[partition] = entry
+            if partition is not None and resp["error_code"] == 0:
+                if not data:
+                    idle[partition] = entry
+                elif read is not None:
+                    partial[partition] = PartialRead(entry, read.path, read.position + read.size,
+                                                     read.next_offset, is_follower)
             if session is not None and partition is not None:
                 st = partition.state
                 session.note_read((key, p["partition"]), quiet=(
@@ -297,7 +339,23 @@ class DataPath:
                     and p["fetch_offset"] == st.log_end_offset and st.pending is None
                     and replica_id in st.isr))
             results[i] = resp
-        return total, idle
+        return total, idle, partial
+
+    def _forget_bytes(self, partition, is_follower: bool, records) -> int:
+        """Take a read's bytes off the bytes-out meters (it is read again); returns them."""
+        if not records:
+            return 0
+        n = len(records)
+        stats = self.replicas.topic_stats
+        if is_follower:
+            stats.replication_bytes_out -= n
+        else:
+            stats.all.bytes_out -= n
+            if partition is not None and partition.topic_stats is not None:
+                partition.topic_stats.bytes_out -= n
+        if isinstance(records, FileRecords):
+            records.close()
+        return n
 
     def _read_partition(self, name, p, replica_id, is_follower, max_bytes, now,
                         read_committed: bool = False, replica_epoch: int = -1) -> dict:
@@ -324,9 +382,9 @@ class DataPath:
             # Kafka: a partition the topic does not have is unknown, one hosted elsewhere is
             # another broker's to serve.
             if name is None:
-                return failed(ErrorCode.UNKNOWN_TOPIC_ID)
+                return failed(ErrorCode.UNKNOWN_TOPIC_ID), None
             return failed(ErrorCode.NOT_LEADER_OR_FOLLOWER if known and index in known.partitions
-                          else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                          else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
         st = partition.state
         fetch_offset = p["fetch_offset"]
         if is_follower:
@@ -339,18 +397,18 @@ class DataPath:
                 resp.update(high_watermark=result.high_watermark, log_start_offset=result.log_start_offset)
                 if result.error == ErrorCode.OFFSET_OUT_OF_RANGE:
                     resp["high_watermark"] = st.high_watermark
-                return failed(result.error)
+                return failed(result.error), None
             resp.update(high_watermark=result.high_watermark, last_stable_offset=partition.last_stable_offset,
                         log_start_offset=result.log_start_offset)
             if result.diverging_epoch is not None:
                 resp["diverging_epoch"] = {"epoch": result.diverging_epoch.epoch,
                                            "end_offset": result.diverging_epoch.end_offset}
-                return resp
+                return resp, None
             max_offset = None
         else:
             error = st.check_leader_epoch(p["current_leader_epoch"])
             if error != ErrorCode.NONE:
-                return failed(error)
+                return failed(error), None
             lso = partition.last_stable_offset
             # READ_COMMITTED reads up to the LSO (the unsafe switch: the HW, for the fault suite).
             read_committed = read_committed and not self.replicas.unsafe_read_committed_hw
@@ -359,17 +417,17 @@ class DataPath:
                         log_start_offset=partition.log.log_start_offset)
             error, diverging = st.fetch_epoch_check(fetch_offset, p["last_fetched_epoch"])
             if error != ErrorCode.NONE:
-                return failed(error)
+                return failed(error), None
             if diverging is not None:
                 resp["diverging_epoch"] = {"epoch": diverging.epoch, "end_offset": diverging.end_offset}
-                return resp
+                return resp, None
         quota = self.replicas.replication_quotas.leader if is_follower else None
         if quota is not None and quota.active and quota.is_throttled(name, index):
             # Kafka's shouldLeaderThrottle: a throttled replica outside the ISR gets no
             # records while the quota is exceeded; an ISR member always does (acks=all
             # waits for it, and holding it back would shrink the ISR).
             if replica_id not in st.isr and quota.is_quota_exceeded(now):
-                return resp
+                return resp, None
         else:
             quota = None
         limit = min(max_bytes, p["partition_max_bytes"])
@@ -377,7 +435,7 @@ class DataPath:
             result = partition.log.read(fetch_offset, limit, max_offset=max_offset, min_one_batch=True,
                                         load_bytes=not (self.sendfile and FileRecords.available()))
         except OffsetOutOfRangeError:
-            return failed(ErrorCode.OFFSET_OUT_OF_RANGE)
+            return failed(ErrorCode.OFFSET_OUT_OF_RANGE), None
         if limit <= 0 or not result.size:
             resp["records"] = b""
         elif result.records is not None:
@@ -395,7 +453,7 @@ class DataPath:
             resp["aborted_transactions"] = [] if not resp["records"] else [
                 {"producer_id": e.producer_id, "first_offset": e.first_offset}
                 for e in partition.log.collect_aborted_txns(fetch_offset, result.next_offset)]
-        return resp
+        return resp, result
 
     # --------------------------------------------------------------- list offsets
 
@@ -516,6 +574,32 @@ def _group(wanted: list, results: dict, version: int) -> list[dict]:
             out.append(entry)
         entry["partitions"].append(resp)
     return out
+
+
+@dataclass(slots=True)
+class PartialRead:
+    """A partition a fetch read some bytes of, short of the fetch's ``min_bytes`` in all:
+    where the read ended, so a long poll counts what the partition gains by file
+    positions instead of reading it on every append (as Kafka's DelayedFetch)."""
+
+    entry: tuple  # (position in the request, (topic, name, partition))
+    path: Path  # the segment file read
+    end: int  # the file position after the bytes read
+    next_offset: int  # the offset after them
+    is_follower: bool
+
+    def growth(self, partition) -> int:
+        """The bytes ``partition`` holds past the read: none until its log end (for a
+        follower) or high watermark (for a consumer) passes it, then up to its active
+        segment's end.  For a consumer that can count bytes above the high watermark
+        too: the answer may then come with less than ``min_bytes``, early, never late."""
+        st = partition.state
+        if (st.log_end_offset if self.is_follower else st.high_watermark) <= self.next_offset:
+            return 0
+        seg = partition.log.active_segment
+        if seg.log_path != self.path:  # a new segment since: at least what it holds
+            return max(seg.size, 1)
+        return max(seg.size - self.end, 0)
 
 
 def _validated(records) -> PayloadSummary | CorruptRecordError:

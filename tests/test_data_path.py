@@ -13,6 +13,7 @@ from broker_helpers import server_config
 from kraft.log.checkpoint import OffsetCheckpointFile
 from kraft.protocol.error_codes import ErrorCode
 from kraft.records import build_batch
+from kraft.records.header import iter_batches
 from metadata.image import EMPTY_IMAGE, MetadataImage, PartitionRegistration, TopicImage, frozen_map
 
 TOPIC = "t"
@@ -20,16 +21,22 @@ TOPIC_ID = uuid.UUID(int=9)
 LEADER, FOLLOWER = 1, 2
 
 
-@pytest.fixture
-def data_path(tmp_path):
+def one_partition_path(tmp_path, sendfile: bool = False) -> DataPath:
+    """Partition 0 of TOPIC led here, its follower in the ISR."""
     replicas = ReplicaManager(LEADER, server_config(tmp_path, node_id=LEADER))
     reg = PartitionRegistration(replicas=(LEADER, FOLLOWER), isr=(LEADER, FOLLOWER), leader=LEADER,
                                 leader_epoch=0, partition_epoch=0)
     topic = TopicImage(TOPIC, TOPIC_ID, frozen_map({0: reg}))
     replicas.on_image(EMPTY_IMAGE, MetadataImage(offset=1, topics_by_name=frozen_map({TOPIC: topic}),
                                                  topics_by_id=frozen_map({TOPIC_ID: topic})))
-    yield DataPath(replicas)
-    replicas.close()
+    return DataPath(replicas, sendfile=sendfile)
+
+
+@pytest.fixture
+def data_path(tmp_path):
+    path = one_partition_path(tmp_path)
+    yield path
+    path.replicas.close()
 
 
 def produce_body(acks: int, records: bytes, timeout_ms: int = 30000) -> dict:
@@ -293,3 +300,88 @@ async def test_a_fetch_over_many_partitions_holds_at_most_max_open_descriptors(m
         if isinstance(r, file_records.FileRecords):
             r.close()
     assert file_records.FileRecords.open_count == before
+
+
+# -- min_bytes: a long poll adds up what the partitions gain (as Kafka's DelayedFetch) ---
+
+def consumer_fetch(offset: int, min_bytes: int, max_wait_ms: int, replica_id: int = -1) -> dict:
+    return {"replica_id": replica_id, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": 1 << 20,
+            "isolation_level": 0, "topics": [{"topic": TOPIC, "topic_id": TOPIC_ID, "partitions": [{
+                "partition": 0, "current_leader_epoch": 0, "fetch_offset": offset, "last_fetched_epoch": -1,
+                "log_start_offset": 0, "partition_max_bytes": 1 << 20}]}]}
+
+
+def fetched(answer: dict):
+    return answer["responses"][0]["partitions"][0]["records"]
+
+
+BATCH = build_batch([(None, b"x" * 100)], timestamp=1)
+
+
+async def _write_replicated(data_path: DataPath, batches: int, every_s: float) -> None:
+    """``batches`` acks=1 writes, each fetched by the follower (the high watermark moves)."""
+    for _ in range(batches):
+        await trio.sleep(every_s)
+        await data_path.produce(produce_body(1, BATCH), 9)
+        await follower_fetches(data_path, data_path.replicas.get(TOPIC, 0).log.log_end_offset)
+
+
+@pytest.mark.parametrize("sendfile", [False, True])
+async def test_a_consumer_fetch_answers_once_its_partition_gains_min_bytes(tmp_path, sendfile):
+    """A fetch that finds some bytes, short of min_bytes, waits for more and answers as soon
+    as they add up, with every byte from its offset: not after max_wait_ms with only what
+    it first found.  A read made again counts its bytes out once, and closes its file."""
+    from broker.file_records import FileRecords
+
+    data_path = one_partition_path(tmp_path, sendfile)
+    replicas = data_path.replicas
+    try:
+        await _write_replicated(data_path, 1, 0)
+        open_before = FileRecords.open_count
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_write_replicated, data_path, 2, 0.2)
+            started = trio.current_time()
+            answer = await data_path.fetch(consumer_fetch(0, 3 * len(BATCH), 10_000), 12)
+            waited = trio.current_time() - started
+        records = fetched(answer)
+        assert waited < 5, f"the fetch waited {waited:.1f}s though its bytes were there after 0.4s"
+        assert len(records) == 3 * len(BATCH), "the answer must hold all three batches"
+        assert isinstance(records, FileRecords) == sendfile
+        data = records.read() if sendfile else records
+        assert [h.base_offset for _, h in iter_batches(data)] == [0, 1, 2]
+        assert replicas.topic_stats.all.bytes_out == 3 * len(BATCH), "bytes read twice were counted twice"
+        if sendfile:
+            assert FileRecords.open_count == open_before + 1, "the first read's descriptor was not closed"
+            records.close()
+    finally:
+        replicas.close()
+
+
+async def test_a_fetch_whose_wait_ends_answers_what_its_partition_gained_meanwhile(data_path):
+    """Kafka answers an expired fetch by reading its partitions again: a batch that came
+    during the wait is in the answer, though min_bytes was never reached."""
+    await _write_replicated(data_path, 1, 0)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_write_replicated, data_path, 1, 0.1)
+        started = trio.current_time()
+        answer = await data_path.fetch(consumer_fetch(0, 1 << 20, 600), 12)
+        waited = trio.current_time() - started
+    assert 0.5 < waited < 3
+    assert len(fetched(answer)) == 2 * len(BATCH)
+
+
+async def test_a_follower_fetch_adds_up_appends_not_yet_replicated(data_path):
+    """A follower's min_bytes (replica.fetch.min.bytes) counts the leader's log end, not
+    the high watermark: the appends the follower itself has to fetch."""
+    await data_path.produce(produce_body(1, BATCH), 9)
+
+    async def append_later():
+        for _ in range(2):
+            await trio.sleep(0.2)
+            await data_path.produce(produce_body(1, BATCH), 9)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(append_later)
+        started = trio.current_time()
+        answer = await data_path.fetch(consumer_fetch(0, 3 * len(BATCH), 10_000, replica_id=FOLLOWER), 12)
+        waited = trio.current_time() - started
+    assert waited < 5 and len(fetched(answer)) == 3 * len(BATCH)
