@@ -126,7 +126,11 @@ def run_child(mode: str, path: str, master: str, driver_memory: str, warm: bool)
         )
 
         t = time.monotonic()
-        spark = spark_session(master, driver_memory=driver_memory)
+        import pyarrow.parquet as pq
+
+        # sized as ``python -m jepsen check`` sizes it (the JVM's compiler by history size)
+        spark = spark_session(master, driver_memory=driver_memory,
+                              records=pq.ParquetFile(path).metadata.num_rows)
         out["session-s"] = time.monotonic() - t
         check = spark_check_queue if mode == "spark-queue" else spark_check_linearizable
         t = time.monotonic()

@@ -93,7 +93,10 @@ def check(store, history_topic, bootstrap_server, spark_master, no_spark, worklo
         from jepsen.checkers.spark import spark_session
 
         owned = SparkSession.getActiveSession() is None  # else: embedded, leave it running
-        spark = spark_session(spark_master, jars=jars)
+        from jepsen.history import history_size
+
+        spark = spark_session(spark_master, jars=jars,
+                              records=history_size(store) if history_topic is None else None)
     try:
         if history_topic is not None:
             _save_topic(spark, bootstrap_server, history_topic, store, quiet)

@@ -379,6 +379,21 @@ def history_file(directory: str | os.PathLike[str]) -> Path:
     raise FileNotFoundError(f"no {PARQUET_FILE} or {JSONL_FILE} in {d}")
 
 
+
+def history_size(directory: str | os.PathLike[str]) -> int | None:
+    """How many records a run folder's history holds, from the Parquet file's footer (or
+    the JSONL file's lines), without reading it; None when the folder holds neither."""
+    try:
+        p = history_file(directory)
+    except FileNotFoundError:
+        return None
+    if p.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(p).metadata.num_rows
+    with open(p, "rb") as f:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+
 def read_history(path: str | os.PathLike[str]) -> list[Op]:
     """Reads a history from a file (by suffix) or a run folder."""
     p = Path(path)

@@ -505,7 +505,8 @@ def _check(run_dir: Path, workload, opts: TestOptions, spark: Any) -> dict[str, 
     owned = spark is None
     if owned:
         from jepsen.checkers.spark import spark_session
-        spark = spark_session(opts.spark_master)
+        from jepsen.history import history_size
+        spark = spark_session(opts.spark_master, records=history_size(run_dir))
     try:
         return check_store(run_dir, spark=spark, **kw)
     finally:

@@ -33,7 +33,8 @@ def spark(tmp_path_factory):
     from jepsen.checkers.spark import spark_session
 
     s = spark_session("local[2]", shuffle_partitions=4,
-                      log_dir=str(tmp_path_factory.mktemp("spark-logs")))
+                      log_dir=str(tmp_path_factory.mktemp("spark-logs")),
+                      records=100_000)  # the tests' histories are all smaller: short checks
     yield s
     s.stop()
 

@@ -210,3 +210,33 @@ def test_session_is_quiet(spark):
     cfg = opts.split("-Dlog4j2.configurationFile=file:")[1].split()[0]
     with open(cfg) as f:
         assert "rootLogger.level = error" in f.read()
+
+
+def test_a_session_for_short_checks_compiles_with_c1_alone(spark, monkeypatch):
+    """The fixture's session is for short checks: its JVM runs with C1 only; a check of
+    unknown or large size keeps the JVM's tiers, and JEPSEN_SPARK_JIT overrides both."""
+    from jepsen.checkers.spark import SHORT_CHECK_RECORDS, jit_options
+
+    args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory
+                .getRuntimeMXBean().getInputArguments())
+    assert "-XX:TieredStopAtLevel=1" in args
+    assert jit_options(SHORT_CHECK_RECORDS) == "-XX:TieredStopAtLevel=1"
+    assert jit_options(SHORT_CHECK_RECORDS + 1) == "" and jit_options(None) == ""
+    monkeypatch.setenv("JEPSEN_SPARK_JIT", "c2")
+    assert jit_options(10) == ""
+    monkeypatch.setenv("JEPSEN_SPARK_JIT", "c1")
+    assert jit_options(None) == "-XX:TieredStopAtLevel=1"
+    monkeypatch.setenv("JEPSEN_SPARK_JIT", "fast")
+    with pytest.raises(ValueError, match="JEPSEN_SPARK_JIT"):
+        jit_options(10)
+
+
+def test_history_size_reads_the_count_without_the_history(tmp_path):
+    from jepsen.history import JSONL_FILE, history_size
+
+    ops, _ = _combined()
+    assert history_size(tmp_path) is None
+    write_history(ops, tmp_path)
+    assert history_size(tmp_path) == len(ops)  # from the Parquet footer
+    (tmp_path / "history.parquet").unlink()
+    assert (tmp_path / JSONL_FILE).is_file() and history_size(tmp_path) == len(ops)

@@ -57,10 +57,31 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 # ---------------------------------------------------------------- session
 
 
+# A local check of at most this many history records runs on a JVM that compiles with C1
+# alone (``-XX:TieredStopAtLevel=1``).  On 2 cores C2's compiler threads took about 9 s of
+# CPU during the first check of a 1M-record queue history, beside the tasks; C1 alone made
+# that check 7.4-9.3 s instead of 10.2-11.6 s and the session start 3.2 s instead of 4.2 s.
+# At 3M records both took as long, and at 10M C1's slower code made the check 50 s
+# instead of 38 s.  ``JEPSEN_SPARK_JIT`` = ``c1`` or ``c2`` overrides the choice.
+SHORT_CHECK_RECORDS = 2_000_000
+JIT_ENV = "JEPSEN_SPARK_JIT"
+
+
+def jit_options(records: int | None) -> str:
+    """The driver JVM's compiler options for a check of ``records`` history records
+    (None: not known, the JVM's default tiers)."""
+    mode = os.environ.get(JIT_ENV, "auto").strip().lower()
+    if mode not in ("auto", "c1", "c2"):
+        raise ValueError(f"{JIT_ENV}={mode!r}: expected auto, c1 or c2")
+    if mode == "c1" or (mode == "auto" and records is not None and records <= SHORT_CHECK_RECORDS):
+        return "-XX:TieredStopAtLevel=1"
+    return ""
+
+
 def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
                   shuffle_partitions: int | None = None, log_dir: str | None = None,
                   driver_memory: str | None = None, jars: list[str] | None = None,
-                  java_options: str = ""):
+                  java_options: str = "", records: int | None = None):
     """Builds (or returns the running) SparkSession, quietly.
 
     The JVM logs only errors (a log4j2 config passed as a system property), the web UI
@@ -83,6 +104,8 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
             the class archive of ``jepsen.checkers.spark_cds`` when one was built for
             this PySpark, JDK and jars (``python -m jepsen spark-archive``): its JVM
             starts in about half the time.
+        records: how many history records the session will check, when known: a local
+            session for a short check compiles with C1 alone (``SHORT_CHECK_RECORDS``).
     """
     local = master.startswith("local")
     if local:  # a cluster master needs the driver reachable from its executors
@@ -102,6 +125,8 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
         from jepsen.checkers import spark_cds
 
         java_options = f"{java_options} {spark_cds.java_options(jars)}"
+    if local:
+        java_options = f"{java_options} {jit_options(records)}"
     if java_options.strip():
         driver_opts = f"{java_opts} {java_options.strip()}"
     b = (SparkSession.builder.master(master).appName(app_name)
