@@ -59,10 +59,10 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 
 # A local check of at most this many history records runs on a JVM that compiles with C1
 # alone (``-XX:TieredStopAtLevel=1``).  On 2 cores C2's compiler threads took about 9 s of
-# CPU during the first check of a 1M-record queue history, beside the tasks; C1 alone made
-# that check 7.4-9.3 s instead of 10.2-11.6 s and the session start 3.2 s instead of 4.2 s.
-# At 3M records both took as long, and at 10M C1's slower code made the check 50 s
-# instead of 38 s.  ``JEPSEN_SPARK_JIT`` = ``c1`` or ``c2`` overrides the choice.
+# CPU during the first check of a 1M-record queue history, beside the tasks.  With C1 alone
+# the session starts about a second sooner, and a 1M first check took as long or up to 3 s
+# less (README has the runs); at 3M records both took as long, and at 10M C1's slower code
+# made the check 50 s instead of 38 s.  ``JEPSEN_SPARK_JIT`` = ``c1`` or ``c2`` overrides.
 SHORT_CHECK_RECORDS = 2_000_000
 JIT_ENV = "JEPSEN_SPARK_JIT"
 
