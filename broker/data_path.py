@@ -21,6 +21,7 @@ from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
 from kraft import clock
 from kraft.log import OffsetOutOfRangeError
+from kraft.log.segment import ReadResult
 from kraft.metrics.stats import note_remote_wait
 from kraft.protocol.error_codes import ErrorCode
 from kraft.records import CorruptRecordError, PayloadSummary, validate_payload
@@ -357,8 +358,10 @@ class DataPath:
             records.close()
         return n
 
-    def _read_partition(self, name, p, replica_id, is_follower, max_bytes, now,
-                        read_committed: bool = False, replica_epoch: int = -1) -> dict:
+    def _read_partition(self, name, p, replica_id, is_follower, max_bytes, now, read_committed: bool = False,
+                        replica_epoch: int = -1) -> tuple[dict, ReadResult | None]:
+        """One partition's answer, and the log read that filled its records (None when it
+        returned before reading)."""
         index = p["partition"]
         # Records are an empty set, never null, even beside an error: librdkafka cannot
         # parse a null MessageSet, so it would never see the error and refresh its metadata.
