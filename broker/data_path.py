@@ -20,8 +20,7 @@ from broker.deferred import Deferred
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
 from kraft import clock
-from kraft.log import OffsetOutOfRangeError
-from kraft.log.segment import ReadResult
+from kraft.log import OffsetOutOfRangeError, ReadResult
 from kraft.metrics.stats import note_remote_wait
 from kraft.protocol.error_codes import ErrorCode
 from kraft.records import CorruptRecordError, PayloadSummary, validate_payload
