@@ -189,7 +189,7 @@ class DataPath:
         deadline = trio.current_time() + max_wait_s
         results: dict = {}  # position in ``wanted`` -> response, filled in as read
         committed = version >= 4 and body.get("isolation_level") == READ_COMMITTED and not is_follower
-        read_args = (replica_id, is_follower, version, session, committed, replica_epoch)
+        read_args = (replica_id, is_follower, version, session, committed, replica_epoch, min_bytes > 1)
         total, waiting, partial = await self._read_all(list(enumerate(wanted)), results, max_bytes, *read_args)
         if total < min_bytes and max_wait_s > 0 and (waiting or partial or session is not None):
             total = await self._long_poll(wanted, results, total, waiting, partial, deadline, min_bytes,
@@ -284,11 +284,13 @@ class DataPath:
         return total
 
     async def _read_all(self, entries, results: dict, max_bytes, replica_id, is_follower, version,
-                        session=None, read_committed: bool = False, replica_epoch: int = -1):
+                        session=None, read_committed: bool = False, replica_epoch: int = -1,
+                        track_partial: bool = False):
         """Read ``entries`` (position in the request, (topic, name, partition)) into
         ``results``; returns the bytes they add (an entry read before is replaced: its old
         bytes are taken off), the partitions that had none (partition -> entry) and those
-        that had some (partition -> :class:`PartialRead`).  A follower's ``session`` notes
+        that had some (partition -> :class:`PartialRead`, with ``track_partial`` only: a
+        fetch whose minimum one byte meets needs none).  A follower's ``session`` notes
         which ones it need not read until they change.  It gives the loop back every
         ``FETCH_STEP`` entries (see there)."""
         now = clock.monotonic_ms()
@@ -310,26 +312,25 @@ class DataPath:
             key = topic["topic_id"] if version >= 13 else name
             prior = results.get(i)
             if prior is not None:  # read again (a long poll's min_bytes): its old bytes go
-                total -= self._forget_bytes(partition, is_follower, prior.get("records"))
+                old = prior.get("records")
+                if old:
+                    total -= len(old)
+                    self._count_bytes_out(partition, is_follower, -len(old))
+                    if isinstance(old, FileRecords):
+                        old.close()
             resp, read = self._read_partition(name, p, replica_id, is_follower, max(max_bytes - total, 0), now,
                                               read_committed, replica_epoch)
             data = resp.get("records") or b""
             total += len(data)
-            # TotalFetchRequestsPerSec per partition read; BytesOutPerSec for consumers,
-            # ReplicationBytesOutPerSec for followers (as Kafka's updateBytesOut).
+            # TotalFetchRequestsPerSec per partition read (bytes out: _count_bytes_out)
             topic_stats = partition.topic_stats if partition is not None else None
             (topic_stats or stats.all).fetch_request(resp["error_code"] not in NOT_FAILED_FETCH)
             if data:
-                if is_follower:
-                    stats.replication_bytes_out += len(data)
-                else:
-                    stats.all.bytes_out += len(data)
-                    if topic_stats is not None:
-                        topic_stats.bytes_out += len(data)
+                self._count_bytes_out(partition, is_follower, len(data))
             if partition is not None and resp["error_code"] == 0:
                 if not data:
                     idle[partition] = entry
-                elif read is not None:
+                elif read is not None and track_partial:
                     partial[partition] = PartialRead(entry, read.path, read.position + read.size,
                                                      read.next_offset, is_follower)
             if session is not None and partition is not None:
@@ -341,21 +342,16 @@ class DataPath:
             results[i] = resp
         return total, idle, partial
 
-    def _forget_bytes(self, partition, is_follower: bool, records) -> int:
-        """Take a read's bytes off the bytes-out meters (it is read again); returns them."""
-        if not records:
-            return 0
-        n = len(records)
+    def _count_bytes_out(self, partition, is_follower: bool, n: int) -> None:
+        """BytesOutPerSec (the topic's too) for consumers, ReplicationBytesOutPerSec for
+        followers, as Kafka's updateBytesOut; ``n`` < 0 takes back a read made again."""
         stats = self.replicas.topic_stats
         if is_follower:
-            stats.replication_bytes_out -= n
+            stats.replication_bytes_out += n
         else:
-            stats.all.bytes_out -= n
+            stats.all.bytes_out += n
             if partition is not None and partition.topic_stats is not None:
-                partition.topic_stats.bytes_out -= n
-        if isinstance(records, FileRecords):
-            records.close()
-        return n
+                partition.topic_stats.bytes_out += n
 
     def _read_partition(self, name, p, replica_id, is_follower, max_bytes, now, read_committed: bool = False,
                         replica_epoch: int = -1) -> tuple[dict, ReadResult | None]:
