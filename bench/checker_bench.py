@@ -126,11 +126,10 @@ def run_child(mode: str, path: str, master: str, driver_memory: str, warm: bool)
         )
 
         t = time.monotonic()
-        import pyarrow.parquet as pq
+        from jepsen.history import history_size
 
         # sized as ``python -m jepsen check`` sizes it (the JVM's compiler by history size)
-        spark = spark_session(master, driver_memory=driver_memory,
-                              records=pq.ParquetFile(path).metadata.num_rows)
+        spark = spark_session(master, driver_memory=driver_memory, records=history_size(path))
         out["session-s"] = time.monotonic() - t
         check = spark_check_queue if mode == "spark-queue" else spark_check_linearizable
         t = time.monotonic()
@@ -200,15 +199,13 @@ def plan(a) -> list[tuple[str, int]]:
 
 def generate(d: Path, kind: str, n: int, a) -> tuple[str, Path, int]:
     from jepsen.checkers.synth import iter_queue_history, register_history
-    from jepsen.history import write_parquet, write_parquet_chunks
+    from jepsen.history import history_size, write_parquet, write_parquet_chunks
 
     t = time.monotonic()
     if kind == "queue":
         p = d / f"queue-{n}-p{a.partitions}-s{a.seed}.parquet"
         if a.histories and p.exists():
-            import pyarrow.parquet as pq
-
-            got = pq.ParquetFile(p).metadata.num_rows
+            got = history_size(p)
             print(f"reusing {p} ({got} queue records)", flush=True)
             return "queue", p, got
         got = write_parquet_chunks(iter_queue_history(n, partitions=a.partitions,
@@ -219,9 +216,7 @@ def generate(d: Path, kind: str, n: int, a) -> tuple[str, Path, int]:
         return "queue", p, got
     p = d / f"register-{n}-k{a.keys}-s{a.seed}.parquet"
     if a.histories and p.exists():
-        import pyarrow.parquet as pq
-
-        got = pq.ParquetFile(p).metadata.num_rows
+        got = history_size(p)
         print(f"reusing {p} ({got} register records)", flush=True)
         return f"register ({a.keys} keys)", p, got
     r = register_history(n, keys=a.keys, processes=20, seed=a.seed)

@@ -380,13 +380,16 @@ def history_file(directory: str | os.PathLike[str]) -> Path:
 
 
 
-def history_size(directory: str | os.PathLike[str]) -> int | None:
-    """How many records a run folder's history holds, from the Parquet file's footer (or
-    the JSONL file's lines), without reading it; None when the folder holds neither."""
-    try:
-        p = history_file(directory)
-    except FileNotFoundError:
-        return None
+def history_size(path: str | os.PathLike[str]) -> int | None:
+    """How many records a history file (by suffix) or a run folder's history holds, from
+    the Parquet file's footer (or the JSONL file's lines), without reading it; None when
+    the folder holds neither."""
+    p = Path(path)
+    if p.is_dir():
+        try:
+            p = history_file(p)
+        except FileNotFoundError:
+            return None
     if p.suffix == ".parquet":
         import pyarrow.parquet as pq
 

@@ -238,5 +238,6 @@ def test_history_size_reads_the_count_without_the_history(tmp_path):
     assert history_size(tmp_path) is None
     write_history(ops, tmp_path)
     assert history_size(tmp_path) == len(ops)  # from the Parquet footer
+    assert history_size(tmp_path / "history.parquet") == len(ops)  # a file, as read_history takes
     (tmp_path / "history.parquet").unlink()
     assert (tmp_path / JSONL_FILE).is_file() and history_size(tmp_path) == len(ops)
