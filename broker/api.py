@@ -102,6 +102,14 @@ class BrokerApi:
             return await self.authorization.handle(request, lambda allowed: self._route(allowed, listener))
         return await self._route(request, listener)
 
+    async def produce_burst(self, requests: list[rpc.Request]) -> list | None:
+        """Consecutive Produce requests of one connection answered together
+        (``DataPath.produce_burst``), or None when each must go through ``handle`` (before
+        the broker is ready, or with ACLs, which decide per request)."""
+        if not self.ready.is_set() or self.authorization is not None:
+            return None
+        return await self.data.produce_burst([r.body for r in requests], requests[0].version)
+
     async def _route(self, request: rpc.Request, listener: str | None) -> dict | None:
         api, version, body = request.api, request.version, request.body
         if api == "Produce":

@@ -17,7 +17,7 @@ from broker import file_records
 from broker.fetch_session import MAX_SESSIONS, FetchSessionCache
 from broker.file_records import FileRecords
 from broker.deferred import Deferred
-from broker.partition import Partition
+from broker.partition import Partition, ProduceOutcome
 from broker.replica_manager import ReplicaManager
 from kraft import clock
 from kraft.log import OffsetOutOfRangeError, ReadResult
@@ -108,52 +108,93 @@ class DataPath:
                     waits.append((key,) + wait)
         if acks == 0:
             return None
-        if not waits:
-            return _produce_response(results)
+        return _answer_produce(results, waits, timeout_ms)
 
-        wait_until = trio.current_time() + timeout_ms / 1000 + 0.1
+    async def produce_burst(self, bodies: list[dict], version: int) -> list:
+        """The answers of consecutive Produce requests of one connection, in order, each
+        what ``produce`` returns for it (or the exception it raised).  A run of requests
+        that each carry batches for one partition, the same one with the same acks and no
+        transactional id, is appended together (``Partition.produce_together``): a producer
+        sending one record per request pipelines hundreds, and one append per request was
+        most of what each cost.  Anything else, or a run that cannot go together, is
+        produced request by request."""
+        answers: list = []
+        i = 0
+        while i < len(bodies):
+            key = _burst_key(bodies[i])
+            j = i + 1
+            if key is not None:
+                while j < len(bodies) and _burst_key(bodies[j]) == key:
+                    j += 1
+            together = self._produce_together(key, bodies[i:j]) if j - i > 1 else None
+            if together is not None:
+                answers += together
+            else:
+                for body in bodies[i:j]:
+                    try:
+                        answers.append(await self.produce(body, version))
+                    except Exception as exc:  # the connection answers it as it would alone
+                        answers.append(exc)
+            i = j
+        return answers
 
-        async def replicated() -> dict:
-            with trio.move_on_at(wait_until):
-                for key, partition, slot, wid in waits:
-                    await slot[0].wait()
-            for key, partition, slot, wid in waits:
-                partition.drop_waiter(wid)
-                error = slot[1] if slot[1] is not None else ErrorCode.REQUEST_TIMED_OUT
-                if error != ErrorCode.NONE:
-                    results[key]["error_code"] = int(error)
-            return _produce_response(results)
-
-        return Deferred(replicated)
+    def _produce_together(self, key: tuple[str, int, int], bodies: list[dict]) -> list | None:
+        """The answers of Produce requests for one partition (``_burst_key``'s key) appended
+        together, or None, having done nothing, when they must go one by one."""
+        name, index, acks = key
+        partition = self.replicas.get(name, index)
+        if partition is None:  # its error is for produce to tell
+            return None
+        payloads = []
+        for body in bodies:
+            records = body["topic_data"][0]["partition_data"][0]["records"]
+            payload = _validated(records)
+            if not isinstance(payload, PayloadSummary) or any(h.is_transactional for h in payload.headers):
+                return None
+            payloads.append((records, payload))
+        now = clock.monotonic_ms()
+        timeouts = [max(body["timeout_ms"], 0) for body in bodies]
+        try:
+            outcomes = partition.produce_together(
+                payloads, acks, self.replicas.min_insync_replicas(name) if acks == -1 else 1,
+                [now + t if acks == -1 else 0 for t in timeouts])
+        except OSError as exc:  # the disk failed: the directory goes offline, not the node
+            self.replicas.fail_log_dir(f"appending to {partition.name}", exc)
+            outcomes = [ProduceOutcome(ErrorCode.KAFKA_STORAGE_ERROR) for _ in bodies]
+        if outcomes is None:
+            return None
+        stats = self.replicas.topic_stats
+        topic_stats = stats.topics.get(name) or stats.all
+        answers = []
+        for outcome, timeout_ms in zip(outcomes, timeouts):
+            result = _partition_result(index, partition, outcome)
+            topic_stats.produce_request(result["error_code"] not in NOT_FAILED_PRODUCE)
+            if acks == 0:
+                answers.append(None)
+                continue
+            waits = [] if outcome.waiter is None else [
+                ((name, index), partition, outcome.waiter, outcome.waiter_id)]
+            answers.append(_answer_produce({(name, index): result}, waits, timeout_ms))
+        return answers
 
     def _produce_partition(self, key, records, payload: PayloadSummary | CorruptRecordError,
                            acks: int, deadline: int):
         """One partition's answer (a response dict), and for acks=all a wait
         ``(partition, waiter slot, waiter id)`` when the answer must wait for the ISR."""
-        result = {"index": key[1], "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
-                  "log_start_offset": -1}
         partition = self.replicas.get(*key)
         if partition is None:
             known = self.replicas.image.topic(key[0])
-            result["error_code"] = (ErrorCode.NOT_LEADER_OR_FOLLOWER if known and key[1] in known.partitions
-                                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            return result, None
+            return {"index": key[1], "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1,
+                    "error_code": (ErrorCode.NOT_LEADER_OR_FOLLOWER if known and key[1] in known.partitions
+                                   else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}, None
         try:
             outcome = partition.produce(  # min.insync.replicas: for acks=all only
                 records, payload, acks, self.replicas.min_insync_replicas(key[0]) if acks == -1 else 1,
                 deadline)
         except OSError as exc:  # the disk failed: the directory goes offline, not the node
             self.replicas.fail_log_dir(f"appending to {partition.name}", exc)
-            result["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-            return result, None
-        result["error_code"] = int(outcome.error)
-        if outcome.message is not None:
-            result["error_message"] = outcome.message
-        if outcome.invalid_batch is not None:
-            result["record_errors"] = [{"batch_index": outcome.invalid_batch,
-                                        "batch_index_error_message": outcome.message}]
-        if outcome.base_offset >= 0:
-            result.update(base_offset=outcome.base_offset, log_start_offset=partition.log.log_start_offset)
+            outcome = ProduceOutcome(ErrorCode.KAFKA_STORAGE_ERROR)
+        result = _partition_result(key[1], partition, outcome)
         if outcome.waiter is None:
             return result, None
         return result, (partition, outcome.waiter, outcome.waiter_id)
@@ -611,7 +652,56 @@ def _validated(records) -> PayloadSummary | CorruptRecordError:
         return exc
 
 
+def _burst_key(body: dict) -> tuple[str, int, int] | None:
+    """``(topic, partition, acks)`` of a Produce request that carries batches for one
+    partition and no transactional id: one that may be appended with others of the same
+    key (``DataPath.produce_burst``); None for any other."""
+    if body.get("transactional_id") is not None:
+        return None
+    topics = body["topic_data"]
+    if len(topics) != 1 or len(topics[0]["partition_data"]) != 1:
+        return None
+    return topics[0]["name"], topics[0]["partition_data"][0]["index"], body["acks"]
+
+
+def _partition_result(index: int, partition: Partition, outcome: ProduceOutcome) -> dict:
+    """A partition's Produce answer from what ``Partition.produce`` did."""
+    result = {"index": index, "error_code": int(outcome.error), "base_offset": -1, "log_append_time_ms": -1,
+              "log_start_offset": -1}
+    if outcome.message is not None:
+        result["error_message"] = outcome.message
+    if outcome.invalid_batch is not None:
+        result["record_errors"] = [{"batch_index": outcome.invalid_batch,
+                                    "batch_index_error_message": outcome.message}]
+    if outcome.base_offset >= 0:
+        result.update(base_offset=outcome.base_offset, log_start_offset=partition.log.log_start_offset)
+    return result
+
+
+def _answer_produce(results: dict, waits: list, timeout_ms: int) -> dict | Deferred:
+    """The Produce answer of ``results`` (``_produce_response``), at once unless acks=all
+    ``waits`` (``(key, partition, waiter slot, waiter id)``) are pending: then a
+    :class:`Deferred` that waits for them until the request's timeout."""
+    if not waits:
+        return _produce_response(results)
+    wait_until = trio.current_time() + timeout_ms / 1000 + 0.1
+
+    async def replicated() -> dict:
+        with trio.move_on_at(wait_until):
+            for key, partition, slot, wid in waits:
+                await slot[0].wait()
+        for key, partition, slot, wid in waits:
+            partition.drop_waiter(wid)
+            error = slot[1] if slot[1] is not None else ErrorCode.REQUEST_TIMED_OUT
+            if error != ErrorCode.NONE:
+                results[key]["error_code"] = int(error)
+        return _produce_response(results)
+
+    return Deferred(replicated)
+
+
 def _produce_response(results: dict) -> dict:
+
     """The Produce answer of ``(topic, index) -> partition response`` (each holding its
     ``index``), topics in the order they first come."""
     if len(results) == 1:

@@ -56,11 +56,15 @@ log = logging.getLogger(__name__)
 
 RECEIVE_BYTES = 256 * 1024
 PIPELINE_DEPTH = 64  # responses of one connection waiting to be sent, at most
+PRODUCE_BURST = 64  # pipelined Produce requests handled together, at most (produce_burst)
 
 
 # A handler returns the response body, a Deferred body, or None for requests that get no
 # response (Produce with acks=0).
 Handler = Callable[[rpc.Request], Awaitable["dict | Deferred | None"]]
+# A burst handler takes consecutive requests and returns what the handler would have
+# returned (or raised) for each, in order, or None to have them handled one by one.
+BurstHandler = Callable[[list[rpc.Request]], Awaitable["list | None"]]
 
 _GONE = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError)
 
@@ -72,9 +76,11 @@ class KafkaConnection:
                  max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, idle_timeout_s: float = math.inf,
                  peer: str = "?", principal: str = "User:ANONYMOUS", authenticator=None,
                  metrics: RequestMetrics | None = None, client_quotas: ClientQuotaEnforcer | None = None,
-                 on_close: Callable[[str], None] | None = None):
+                 on_close: Callable[[str], None] | None = None, produce_burst: BurstHandler | None = None):
         self.stream = stream
         self.handler = handler
+        # Pipelined Produce requests handled together (_handle_produce_burst), or None.
+        self.produce_burst = produce_burst
         self.supported = supported  # api key -> Versions this node serves
         self.decoder = FrameDecoder(max_frame_bytes)
         self.idle_timeout_s = idle_timeout_s
@@ -192,43 +198,93 @@ class KafkaConnection:
             return False
         if self._held and request.api != "Produce":
             await self._send_held()  # this one may wait (a long poll): answer the others now
-        timer = None
-        if self.metrics is not None:
-            now = time.monotonic()
-            timer = self.metrics.begin(request.api, request.version, request.body, len(payload),
-                                       min(self._received_at, now), now)
-            self._timer_slot[0] = timer
+        timer = self._begin(request, len(payload))
         quota = self.client_quotas.begin(request, self.principal) if self.client_quotas is not None else None
+        if (request.api == "Produce" and quota is None and self.produce_burst is not None
+                and self.decoder.next_request_is(request.header.api_key, request.version)):
+            return await self._handle_produce_burst(request, timer, answers)
+        if timer is not None:
+            self._timer_slot[0] = timer
         try:
             body = await self.handler(request)
             if quota is not None:
                 body = await quota.finish(body, len(payload))
         except Exception as exc:  # a bug must cost this request, never the listener
-            answer = self._failed(request, "handling", exc)
+            body = exc
+        if timer is not None:
+            self._timer_slot[0] = None
+        if not await self._respond(answers, request, body, timer):
+            return False
+        if quota is not None:
+            await self._mute(quota)
+        return True
+
+    def _begin(self, request: rpc.Request, size: int) -> RequestTimer | None:
+        """The request's timer (None without metrics), started as it is handled."""
+        if self.metrics is None:
+            return None
+        now = time.monotonic()
+        return self.metrics.begin(request.api, request.version, request.body, size,
+                                  min(self._received_at, now), now)
+
+    async def _handle_produce_burst(self, first: rpc.Request, timer: RequestTimer | None,
+                                    answers: trio.MemorySendChannel) -> bool:
+        """``first`` and the Produce requests of its version buffered behind it (up to
+        ``PRODUCE_BURST``) handled together (``produce_burst``: the batches of one-partition
+        requests appended as one), then answered in order as if handled one by one; False
+        closes the connection.  A frame that cannot be decoded ends the burst and is then
+        handled as usual (answered or closing the connection, after the burst's answers)."""
+        burst = [(first, timer)]
+        undecoded = None
+        while len(burst) < PRODUCE_BURST and self.decoder.next_request_is(first.header.api_key, first.version):
+            payload = self.decoder.next_frame()
+            try:
+                request = rpc.decode_request(payload, self.supported, self.principal, self.peer,
+                                             self.connection_id)
+            except ProtocolError:
+                undecoded = payload
+                break
+            burst.append((request, self._begin(request, len(payload))))
+        try:
+            bodies = await self.produce_burst([request for request, _ in burst])
+        except Exception as exc:  # a bug costs these requests, never the listener
+            bodies = [exc] * len(burst)
+        for n, (request, timer) in enumerate(burst):
+            if bodies is None:  # not taken together: each as the only one
+                try:
+                    body = await self.handler(request)
+                except Exception as exc:
+                    body = exc
+            else:
+                body = bodies[n]
+            if not await self._respond(answers, request, body, timer, more=n + 1 < len(burst)):
+                return False
+        return True if undecoded is None else await self._handle_frame(undecoded, answers)
+
+    async def _respond(self, answers: trio.MemorySendChannel, request: rpc.Request, body,
+                       timer: RequestTimer | None, more: bool = False) -> bool:
+        """Answer ``request`` with what its handler returned (a body, a Deferred one, None
+        for none) or raised; ``more``: answers of the same burst follow (one send may carry
+        them all).  False closes the connection."""
+        if isinstance(body, Exception):
+            answer = self._failed(request, "handling", body)
             body = None
         else:
             if timer is not None:
-                self._timer_slot[0] = None
                 timer.handled = timer.ready = time.monotonic()
             if body is None:
                 if timer is not None:  # acks=0: no answer to send
                     timer.done(timer.ready, timer.ready)
-                if quota is not None:
-                    await self._mute(quota)
                 return True
             if isinstance(body, Deferred):
                 await self._answer(answers, (request, body), timer)
-                if quota is not None:
-                    await self._mute(quota)
                 return True
             answer = self._encode(request, body)
         if answer is None:
             return False
         if timer is not None:
             timer.api.count_errors(body)
-        await self._answer(answers, answer, timer, hold=request.api == "Produce")
-        if quota is not None:
-            await self._mute(quota)
+        await self._answer(answers, answer, timer, hold=request.api == "Produce", more=more)
         return True
 
     async def _mute(self, quota) -> None:
@@ -269,13 +325,13 @@ class KafkaConnection:
             await send_response(self.stream, item, self._sendfile)
 
     async def _answer(self, answers: trio.MemorySendChannel, item: bytes | list | tuple,
-                      timer: RequestTimer | None = None, hold: bool = False) -> None:
+                      timer: RequestTimer | None = None, hold: bool = False, more: bool = False) -> None:
         if self._unsent == 0 and not isinstance(item, tuple):
             # Nothing ahead of it and nothing to wait for: send it from here, as a
             # one-request-at-a-time server would (the writer is idle: no interleaving).
             if isinstance(item, bytes) and (hold or self._held):
                 self._held.append((item, timer))
-                if hold and self.decoder.has_frame() and len(self._held) < PIPELINE_DEPTH:
+                if hold and (more or self.decoder.has_frame()) and len(self._held) < PIPELINE_DEPTH:
                     return  # the next request is already here: answer both at once
                 await self._send_held()
                 return
@@ -358,6 +414,7 @@ async def serve_kafka(handler: Handler, host: str, port: int, *, supported=None,
                       metrics: RequestMetrics | None = None,
                       client_quotas: ClientQuotaEnforcer | None = None,
                       on_close: Callable[[str], None] | None = None,
+                      produce_burst: BurstHandler | None = None,
                       name: str = "listener") -> None:
     """Listen on host:port and serve Kafka connections until cancelled.
 
@@ -366,6 +423,8 @@ async def serve_kafka(handler: Handler, host: str, port: int, *, supported=None,
     listener's TLS and SASL (``broker.network_security.ListenerAuth``); None is PLAINTEXT.
     ``client_quotas``: the broker's client quotas (``broker.client_quotas``), None for none.
     ``on_close``: called with a connection's id (``rpc.Request.connection_id``) once it closed.
+    ``produce_burst``: handles a connection's pipelined Produce requests together (a
+    ``BurstHandler``), None to handle each alone.
     ``name``: how a failure to listen (``ListenError``) names the listener.
     """
     try:
@@ -390,7 +449,8 @@ async def serve_kafka(handler: Handler, host: str, port: int, *, supported=None,
             await KafkaConnection(stream, handler, supported=supported, max_frame_bytes=max_frame_bytes,
                                   idle_timeout_s=limits.idle_timeout_s, peer=peer, principal=principal,
                                   authenticator=authenticator, metrics=metrics,
-                                  client_quotas=client_quotas, on_close=on_close).serve()
+                                  client_quotas=client_quotas, on_close=on_close,
+                                  produce_burst=produce_burst).serve()
         except Exception:  # the last guard: a connection's failure is never the listener's
             log.exception("connection from %s failed", peer)
         finally:

@@ -227,22 +227,64 @@ class Partition:
             return ProduceOutcome(ErrorCode.MESSAGE_TOO_LARGE)
         check = self.producers.check_append(payload.headers)
         if check.verdict is Verdict.DUPLICATE:
-            first, last, appended = check.first_offset, check.last_offset, False
+            outcome = ProduceOutcome(ErrorCode.NONE, check.first_offset, check.last_offset)
         elif check.verdict is not Verdict.NEW:
             return ProduceOutcome(check.error_code, message=check.message)
         else:
-            try:
-                first, last, completions = self.append_as_leader(
-                    bytearray(records), list(zip(payload.positions, payload.headers)))
-            except RecordTooLargeError:
-                return ProduceOutcome(ErrorCode.MESSAGE_TOO_LARGE)
-            except (CorruptRecordError, LogError) as exc:
-                log.warning("%s: append failed: %s", self.name, exc)
-                return ProduceOutcome(ErrorCode.KAFKA_STORAGE_ERROR)
-            self.complete(completions)
-            appended = True
-        outcome = ProduceOutcome(ErrorCode.NONE, first, last, appended=appended)
+            outcome = self._append_checked(bytearray(records), list(zip(payload.positions, payload.headers)))
+            if outcome.error != ErrorCode.NONE:
+                return outcome
         return self._await_isr(outcome, min_insync_replicas, deadline_ms) if acks == -1 else outcome
+
+    def produce_together(self, payloads: list[tuple[bytes, PayloadSummary]], acks: int,
+                         min_insync_replicas: int, deadlines_ms: list[int]) -> list[ProduceOutcome] | None:
+        """The batches of several produce requests for this partition (``(records, their
+        validated summary)``, in arrival order), appended as one: one log write and one
+        producer-state pass for a pipelining producer's burst of one-batch requests (a
+        producer sending a record per request).  Each request gets the outcome ``produce``
+        would have given it, called once per request in turn.
+
+        Returns None, having changed nothing, when one of them would be answered otherwise
+        than appended (a corrupt or too large batch, a compacted topic's key check, a retry
+        of a batch this log holds, a sequence error): the caller then produces them one by
+        one, so each request keeps its own answer.  ``deadlines_ms``: each request's acks=all
+        deadline."""
+        error = self.state.check_produce(acks, min_insync_replicas)
+        if error != ErrorCode.NONE:  # leadership or the ISR: the same for every request
+            return [ProduceOutcome(error) for _ in payloads]
+        config = self.log.config
+        headers = [h for _, payload in payloads for h in payload.headers]
+        if (config.compact or any(h.size > config.max_message_bytes for h in headers)
+                or sum(payload.size for _, payload in payloads) > config.segment_bytes):
+            return None
+        if self.producers.check_append(headers).verdict is not Verdict.NEW:
+            return None
+        batches, start = [], 0
+        for records, payload in payloads:
+            batches += [(start + pos, h) for pos, h in zip(payload.positions, payload.headers)]
+            start += len(records)
+        whole = self._append_checked(bytearray(b"".join(records for records, _ in payloads)), batches)
+        if whole.error != ErrorCode.NONE:  # the disk: every request's answer
+            return [ProduceOutcome(whole.error) for _ in payloads]
+        outcomes, offset = [], whole.base_offset
+        for (_, payload), deadline_ms in zip(payloads, deadlines_ms):
+            count = payload.offset_count
+            outcome = ProduceOutcome(ErrorCode.NONE, offset, offset + count - 1, appended=True)
+            offset += count
+            outcomes.append(self._await_isr(outcome, min_insync_replicas, deadline_ms) if acks == -1 else outcome)
+        return outcomes
+
+    def _append_checked(self, buf: bytearray, batches: list) -> ProduceOutcome:
+        """Append batches every check has passed; the outcome, or the error the log raised."""
+        try:
+            first, last, completions = self.append_as_leader(buf, batches)
+        except RecordTooLargeError:
+            return ProduceOutcome(ErrorCode.MESSAGE_TOO_LARGE)
+        except (CorruptRecordError, LogError) as exc:
+            log.warning("%s: append failed: %s", self.name, exc)
+            return ProduceOutcome(ErrorCode.KAFKA_STORAGE_ERROR)
+        self.complete(completions)
+        return ProduceOutcome(ErrorCode.NONE, first, last, appended=True)
 
     def append_internal(self, batch: bytes, min_insync_replicas: int, deadline_ms: int, *,
                         marker: tuple[int, int, int] | None = None) -> ProduceOutcome:

@@ -290,7 +290,7 @@ class Node:
                 serve_kafka, functools.partial(api.handle, listener=endpoint.listener),
                 endpoint.host or "0.0.0.0", endpoint.port, supported=api.supported,
                 max_frame_bytes=config["socket.request.max.bytes"], limits=limits, quotas=quotas, auth=auth,
-                metrics=self.request_metrics, client_quotas=client_quotas,
+                metrics=self.request_metrics, client_quotas=client_quotas, produce_burst=api.produce_burst,
                 name=f"listener {endpoint.listener}"))
         fetchers = ReplicaFetcherManager(config.node_id, self.replicas, client("replication"),
                                          inter_broker_listener,

@@ -11,6 +11,7 @@ import struct
 from kraft.protocol.errors import FrameTooLarge
 
 SIZE = struct.Struct(">i")
+_API_KEY_VERSION = struct.Struct(">hh")  # a request header's first fields
 
 # Kafka's socket.request.max.bytes default.
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
@@ -40,6 +41,17 @@ class FrameDecoder:
         """A whole frame is buffered (``next_frame`` would return it, or raise)."""
         available = len(self._buf) - self._pos
         return available >= 4 and available - 4 >= SIZE.unpack_from(self._buf, self._pos)[0]
+
+    def next_request_is(self, api_key: int, api_version: int) -> bool:
+        """A whole frame is buffered, of a size ``next_frame`` takes, and it is a request of
+        this API at this version (its header's first fields)."""
+        buf, pos = self._buf, self._pos
+        available = len(buf) - pos
+        if available < 8:
+            return False
+        (size,) = SIZE.unpack_from(buf, pos)
+        return (4 <= size <= self.max_frame_bytes and available - 4 >= size
+                and _API_KEY_VERSION.unpack_from(buf, pos + 4) == (api_key, api_version))
 
     def next_frame(self) -> bytes | None:
         buf = self._buf
