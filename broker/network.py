@@ -18,6 +18,12 @@ one (Kafka mutes the connection instead, and pays a round trip per request).  At
 ``PIPELINE_DEPTH`` responses wait; beyond that the reader stops reading, so a client
 cannot make the broker hold unbounded work.
 
+Produce requests that arrive pipelined (a producer sending one record per request keeps
+hundreds in flight) are decoded as a burst of up to ``PRODUCE_BURST`` and handed to
+``produce_burst`` together, which appends the batches of consecutive one-partition
+requests as one log write; each request still gets its own answer, the one it would have
+got alone, in arrival order, and the answers leave in one send.
+
 Failures stay inside their request: whatever a handler raises, and a response that cannot
 be encoded (a request's data echoed into a field that cannot hold it), is logged in one line
 (API, version, client id) and answered with UNKNOWN_SERVER_ERROR where the response has a
