@@ -200,8 +200,11 @@ def _ship_package(spark, d: Path) -> None:
 
 
 class StageProgress:
-    """Prints one line per finished Spark stage (polling the status tracker), named by
-    the :func:`phase` its job ran under."""
+    """Prints one line per finished Spark stage of the jobs started inside it, named by
+    the :func:`phase` its job ran under.  A thread polls Spark's status store: every stage
+    of a new job is printed once it has completed (or failed), however briefly it ran, so
+    a stage that starts and ends between two polls is not missed; stages Spark skipped
+    (a shuffle reused) are not printed."""
 
     def __init__(self, spark, out=None, interval_s: float = 0.2) -> None:
         self._tracker = spark.sparkContext.statusTracker()
@@ -209,7 +212,8 @@ class StageProgress:
         self._out = out or sys.stderr
         self._interval_s = interval_s
         self._stop = threading.Event()
-        self._live: dict[int, tuple[str, int, float]] = {}
+        self._earlier_jobs = set(self._tracker.getJobIdsForGroup())
+        self._printed: set[int] = set()
         self._thread = threading.Thread(target=self._run, daemon=True, name="stage-progress")
 
     def __enter__(self) -> StageProgress:
@@ -219,35 +223,61 @@ class StageProgress:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self._poll(final=True)
+        # Spark's listener bus records the last stages' ends a little after the job returns.
+        deadline = time.monotonic() + FINAL_WAIT_S
+        while not self._poll() and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
             self._poll()
 
-    def _poll(self, final: bool = False) -> None:
+    def _poll(self) -> bool:
+        """Prints the stages that have ended since the last poll; True when no stage of
+        the new jobs is still running or waiting."""
         try:
-            active = set(self._tracker.getActiveStageIds())
+            jobs = sorted(j for j in self._tracker.getJobIdsForGroup() if j not in self._earlier_jobs)
+            settled = True
+            for job in jobs:
+                info = self._tracker.getJobInfo(job)
+                for sid in (info.stageIds if info is not None else ()):
+                    if sid in self._printed:
+                        continue
+                    ended = self._ended(sid)
+                    if ended is None:
+                        settled = False
+                    elif ended:
+                        print(ended, file=self._out, flush=True)
+                        self._printed.add(sid)
+            return settled
         except Exception:  # the context is shutting down
-            return
-        for sid in active:
-            info = self._tracker.getStageInfo(sid)
-            if info is None or sid in self._live:
-                continue
-            name = info.name.split(" at ")[0].strip()
-            self._live[sid] = (self._named(sid, name), info.numTasks, time.monotonic())
-        for sid in [s for s in self._live if s not in active or final]:
-            name, n, first = self._live.pop(sid)
-            print(f"[spark] stage {sid} {name}: {n} tasks done in "
-                  f"{time.monotonic() - first:.1f}s", file=self._out, flush=True)
+            return True
 
-    def _named(self, sid: int, name: str) -> str:
-        """``phase (stage name)``: phases may run at once, so each stage asks its own."""
+    def _ended(self, sid: int) -> str | None:
+        """The line of a stage that completed or failed, "" for one Spark skipped, None
+        while it is running or waiting (or not yet in the store)."""
         try:
-            desc = self._store.lastStageAttempt(sid).description()
-        except Exception:  # not in the store (yet)
-            return name
-        return f"{desc.get()} ({name})" if desc.isDefined() else name
+            data = self._store.lastStageAttempt(sid)
+        except Exception:
+            return None
+        status = data.status().toString()
+        if status == "SKIPPED":
+            self._printed.add(sid)
+            return ""
+        if status not in ("COMPLETE", "FAILED"):
+            return None
+        name = data.name().split(" at ")[0].strip()
+        desc = data.description()
+        if desc.isDefined():
+            name = f"{desc.get()} ({name})"
+        start, end = data.submissionTime(), data.completionTime()
+        took = (end.get().getTime() - start.get().getTime()) / 1000 \
+            if start.isDefined() and end.isDefined() else 0.0
+        verb = "done" if status == "COMPLETE" else "failed"
+        return f"[spark] stage {sid} {name}: {data.numTasks()} tasks {verb} in {took:.1f}s"
+
+
+FINAL_WAIT_S = 2.0  # how long StageProgress waits at the end for the last stages' ends
 
 
 @contextlib.contextmanager
