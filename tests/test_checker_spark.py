@@ -202,6 +202,21 @@ def test_cli_on_spark_with_progress(spark, tmp_path):
     assert not spark.sparkContext._jsc.sc().isStopped()  # the CLI left our session alone
 
 
+def test_progress_prints_a_stage_that_ran_between_polls(spark):
+    """A stage that starts and ends between two polls of the progress thread (here: no
+    poll at all before the end) still gets its line, named by its phase."""
+    import io
+
+    from jepsen.checkers.spark import StageProgress, phase
+
+    out = io.StringIO()
+    with StageProgress(spark, out=out, interval_s=3600), phase(spark, "count rows"):
+        assert spark.range(10).count() == 10
+    lines = out.getvalue().splitlines()
+    assert lines and all(line.startswith("[spark] stage ") for line in lines), lines
+    assert any("count rows" in line and "done in" in line for line in lines), lines
+
+
 def test_session_is_quiet(spark):
     conf = spark.sparkContext.getConf()
     assert conf.get("spark.ui.enabled") == "false"
