@@ -63,6 +63,9 @@ log = logging.getLogger(__name__)
 RECEIVE_BYTES = 256 * 1024
 PIPELINE_DEPTH = 64  # responses of one connection waiting to be sent, at most
 PRODUCE_BURST = 64  # pipelined Produce requests handled together, at most (produce_burst)
+# ... and their frames' bytes, at most: appending together saves per request, not per byte,
+# and large requests would only hold more memory at once
+PRODUCE_BURST_BYTES = 1 << 20
 
 
 # A handler returns the response body, a Deferred body, or None for requests that get no
@@ -208,7 +211,7 @@ class KafkaConnection:
         quota = self.client_quotas.begin(request, self.principal) if self.client_quotas is not None else None
         if (request.api == "Produce" and quota is None and self.produce_burst is not None
                 and self.decoder.next_request_is(request.header.api_key, request.version)):
-            return await self._handle_produce_burst(request, timer, answers)
+            return await self._handle_produce_burst(request, len(payload), timer, answers)
         if timer is not None:
             self._timer_slot[0] = timer
         try:
@@ -233,17 +236,20 @@ class KafkaConnection:
         return self.metrics.begin(request.api, request.version, request.body, size,
                                   min(self._received_at, now), now)
 
-    async def _handle_produce_burst(self, first: rpc.Request, timer: RequestTimer | None,
+    async def _handle_produce_burst(self, first: rpc.Request, size: int, timer: RequestTimer | None,
                                     answers: trio.MemorySendChannel) -> bool:
-        """``first`` and the Produce requests of its version buffered behind it (up to
-        ``PRODUCE_BURST``) handled together (``produce_burst``: the batches of one-partition
-        requests appended as one), then answered in order as if handled one by one; False
-        closes the connection.  A frame that cannot be decoded ends the burst and is then
+        """``first`` (a frame of ``size`` bytes) and the Produce requests of its version
+        buffered behind it (up to ``PRODUCE_BURST`` of them and ``PRODUCE_BURST_BYTES``)
+        handled together (``produce_burst``: the batches of one-partition requests appended
+        as one), then answered in order as if handled one by one; False closes the
+        connection.  A frame that cannot be decoded ends the burst and is then
         handled as usual (answered or closing the connection, after the burst's answers)."""
         burst = [(first, timer)]
         undecoded = None
-        while len(burst) < PRODUCE_BURST and self.decoder.next_request_is(first.header.api_key, first.version):
+        while (len(burst) < PRODUCE_BURST and size < PRODUCE_BURST_BYTES
+               and self.decoder.next_request_is(first.header.api_key, first.version)):
             payload = self.decoder.next_frame()
+            size += len(payload)
             try:
                 request = rpc.decode_request(payload, self.supported, self.principal, self.peer,
                                              self.connection_id)

@@ -263,7 +263,7 @@ class Partition:
         for records, payload in payloads:
             batches += [(start + pos, h) for pos, h in zip(payload.positions, payload.headers)]
             start += len(records)
-        whole = self._append_checked(bytearray(b"".join(records for records, _ in payloads)), batches)
+        whole = self._append_checked(bytearray().join(records for records, _ in payloads), batches)
         if whole.error != ErrorCode.NONE:  # the disk: every request's answer
             return [ProduceOutcome(whole.error) for _ in payloads]
         outcomes, offset = [], whole.base_offset
