@@ -30,7 +30,7 @@ from broker.partition_replay import aborted_entry, assigning_epochs, rebuild_txn
 from broker.producer_state import ProducerStateManager, Verdict
 from kraft.log import Log
 from kraft.log.cleaner import LogCleaner
-from kraft.log.errors import LogError, RecordTooLargeError, UnexpectedAppendOffsetError
+from kraft.log.errors import LogError, RecordBatchTooLargeError, RecordTooLargeError, UnexpectedAppendOffsetError
 from kraft.log.txn_index import AbortedTxn
 from kraft.protocol.error_codes import ErrorCode
 from kraft.records import CorruptRecordError, PayloadSummary, find_null_key
@@ -280,6 +280,8 @@ class Partition:
             first, last, completions = self.append_as_leader(buf, batches)
         except RecordTooLargeError:
             return ProduceOutcome(ErrorCode.MESSAGE_TOO_LARGE)
+        except RecordBatchTooLargeError:  # more than segment.bytes: Kafka's answer, not retriable
+            return ProduceOutcome(ErrorCode.RECORD_LIST_TOO_LARGE)
         except (CorruptRecordError, LogError) as exc:
             log.warning("%s: append failed: %s", self.name, exc)
             return ProduceOutcome(ErrorCode.KAFKA_STORAGE_ERROR)

@@ -21,9 +21,10 @@ TOPIC_ID = uuid.UUID(int=9)
 LEADER, FOLLOWER = 1, 2
 
 
-def one_partition_path(tmp_path, sendfile: bool = False) -> DataPath:
+def one_partition_path(tmp_path, sendfile: bool = False, segment_bytes: int | None = None) -> DataPath:
     """Partition 0 of TOPIC led here, its follower in the ISR."""
-    replicas = ReplicaManager(LEADER, server_config(tmp_path, node_id=LEADER))
+    extra = {} if segment_bytes is None else {"log.segment.bytes": str(segment_bytes)}
+    replicas = ReplicaManager(LEADER, server_config(tmp_path, node_id=LEADER, **extra))
     reg = PartitionRegistration(replicas=(LEADER, FOLLOWER), isr=(LEADER, FOLLOWER), leader=LEADER,
                                 leader_epoch=0, partition_epoch=0)
     topic = TopicImage(TOPIC, TOPIC_ID, frozen_map({0: reg}))

@@ -105,6 +105,22 @@ async def test_acks_all_requests_of_a_burst_each_wait_for_their_own_records(data
     assert answer(await pending[1].finish()) == (ErrorCode.NONE, 3)
 
 
+async def test_a_batch_larger_than_a_segment_is_refused_as_kafka_refuses_it(tmp_path):
+    """More bytes than ``segment.bytes`` in one append: RECORD_LIST_TOO_LARGE (not a
+    retriable storage error), alone and in a burst, where the others are appended."""
+    path = one_partition_path(tmp_path, segment_bytes=600)
+    try:
+        big = build_batch([(None, b"x" * 700)], timestamp=1)
+        assert answer(await path.produce(produce_body(1, big), PRODUCE_VERSION)) == \
+            (ErrorCode.RECORD_LIST_TOO_LARGE, -1)
+        answers = await path.produce_burst([produce_body(1, one_record(0)), produce_body(1, big),
+                                            produce_body(1, one_record(2))], PRODUCE_VERSION)
+        assert [answer(a) for a in answers] == [(ErrorCode.NONE, 0), (ErrorCode.RECORD_LIST_TOO_LARGE, -1),
+                                                (ErrorCode.NONE, 1)]
+    finally:
+        path.replicas.close()
+
+
 # -- over the wire: a real node ----------------------------------------------------------
 
 
