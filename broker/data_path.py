@@ -184,9 +184,9 @@ class DataPath:
         partition = self.replicas.get(*key)
         if partition is None:
             known = self.replicas.image.topic(key[0])
-            return {"index": key[1], "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1,
-                    "error_code": (ErrorCode.NOT_LEADER_OR_FOLLOWER if known and key[1] in known.partitions
-                                   else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}, None
+            return _partition_result(key[1], None, ProduceOutcome(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER if known and key[1] in known.partitions
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)), None
         try:
             outcome = partition.produce(  # min.insync.replicas: for acks=all only
                 records, payload, acks, self.replicas.min_insync_replicas(key[0]) if acks == -1 else 1,
@@ -664,8 +664,9 @@ def _burst_key(body: dict) -> tuple[str, int, int] | None:
     return topics[0]["name"], topics[0]["partition_data"][0]["index"], body["acks"]
 
 
-def _partition_result(index: int, partition: Partition, outcome: ProduceOutcome) -> dict:
-    """A partition's Produce answer from what ``Partition.produce`` did."""
+def _partition_result(index: int, partition: Partition | None, outcome: ProduceOutcome) -> dict:
+    """A partition's Produce answer from what ``Partition.produce`` did (``partition``
+    None: not hosted here, the outcome an error)."""
     result = {"index": index, "error_code": int(outcome.error), "base_offset": -1, "log_append_time_ms": -1,
               "log_start_offset": -1}
     if outcome.message is not None:
@@ -701,7 +702,6 @@ def _answer_produce(results: dict, waits: list, timeout_ms: int) -> dict | Defer
 
 
 def _produce_response(results: dict) -> dict:
-
     """The Produce answer of ``(topic, index) -> partition response`` (each holding its
     ``index``), topics in the order they first come."""
     if len(results) == 1:

@@ -246,9 +246,10 @@ class StageProgress:
                     ended = self._ended(sid)
                     if ended is None:
                         settled = False
-                    elif ended:
+                        continue
+                    self._printed.add(sid)
+                    if ended:
                         print(ended, file=self._out, flush=True)
-                        self._printed.add(sid)
             return settled
         except Exception:  # the context is shutting down
             return True
@@ -262,7 +263,6 @@ class StageProgress:
             return None
         status = data.status().toString()
         if status == "SKIPPED":
-            self._printed.add(sid)
             return ""
         if status not in ("COMPLETE", "FAILED"):
             return None
