@@ -256,3 +256,25 @@ def test_history_size_reads_the_count_without_the_history(tmp_path):
     assert history_size(tmp_path / "history.parquet") == len(ops)  # a file, as read_history takes
     (tmp_path / "history.parquet").unlink()
     assert (tmp_path / JSONL_FILE).is_file() and history_size(tmp_path) == len(ops)
+
+
+def test_queue_over_many_row_groups_and_from_a_frame(spark, tmp_path):
+    """A history of many Parquet row groups is read by several Python tasks (the examples'
+    records by those whose row groups can hold them), and a frame of the same records
+    goes through ``mapInArrow`` instead: both give the single-process path's result."""
+    import pyarrow.parquet as pq
+
+    from jepsen.checkers import spark_queue
+    from jepsen.history import write_parquet
+
+    ops = damaged(queue_history(3000, seed=3), 3)
+    path = str(tmp_path / "history.parquet")
+    write_parquet(ops, path, row_group_size=300)
+    assert pq.ParquetFile(path).metadata.num_row_groups == 11
+    tasks = spark_queue.row_group_tasks(path, 4)
+    assert sorted(g for _, gs in tasks for g in gs) == list(range(
+        pq.ParquetFile(path).metadata.num_row_groups)) and len(tasks) == 4
+    rp = as_json(check_queue(ops, max_examples=5))
+    assert len(rp["anomaly-types"]) >= 6
+    assert as_json(spark_check_queue(spark, path, max_examples=5)) == rp
+    assert as_json(spark_check_queue(spark, spark.read.parquet(path), max_examples=5)) == rp

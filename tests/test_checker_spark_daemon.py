@@ -1,6 +1,7 @@
 """The checkers' Spark sessions fork their Python workers from ``jepsen.checkers.spark_daemon``
 with the checker modules already imported, and with no thread running in the daemon at the
-fork; ``JEPSEN_SPARK_PRELOAD=off`` gives pyspark's own daemon back."""
+fork, started before the session is returned; ``JEPSEN_SPARK_PRELOAD=off`` gives pyspark's
+own daemon back."""
 
 from __future__ import annotations
 
@@ -21,21 +22,30 @@ _CHILD = """
 import json, os, sys
 from jepsen.checkers.spark import spark_session
 spark = spark_session("local[2]", log_dir=sys.argv[1])
+at_start = {int(p) for p in os.listdir("/proc") if p.isdigit()}  # when the session is returned
+
+def found():
+    return int("jepsen.checkers.queue_rows" in sys.modules), os.getppid()
 
 def probe(batches):
     import pyarrow as pa
-    preloaded = int("jepsen.checkers.queue_rows" in sys.modules)
     for _ in batches:
-        yield pa.RecordBatch.from_pydict({"preloaded": [preloaded], "daemon": [os.getppid()]})
+        preloaded, daemon = found()
+        yield pa.RecordBatch.from_pydict({"preloaded": [preloaded], "daemon": [daemon]})
 
-rows = spark.range(4).repartition(2).mapInArrow(probe, "preloaded long, daemon long").collect()
-daemon = rows[0]["daemon"]
-with open(f"/proc/{daemon}/cmdline", "rb") as f:
-    cmdline = f.read().replace(b"\\0", b" ").decode()
-threads = len(os.listdir(f"/proc/{daemon}/task"))
+# RDD jobs (the queue checker's) and SQL's Python UDFs fork from daemons of their own
+rdd = spark.sparkContext.parallelize([0, 1], 2).mapPartitions(lambda _: [found()]).collect()
+sql = spark.range(4).repartition(2).mapInArrow(probe, "preloaded long, daemon long").collect()
+got = {}
+for kind, rows in (("rdd", [tuple(r) for r in rdd]), ("sql", [tuple(r) for r in sql])):
+    daemon = rows[0][1]
+    with open(f"/proc/{daemon}/cmdline", "rb") as f:
+        cmdline = f.read().replace(b"\\0", b" ").decode()
+    got[kind] = {"preloaded": sorted({r[0] for r in rows}), "cmdline": cmdline,
+                 "threads": len(os.listdir(f"/proc/{daemon}/task")),
+                 "started_with_session": daemon in at_start}
 spark.stop()
-print(json.dumps({"preloaded": sorted({r["preloaded"] for r in rows}), "cmdline": cmdline,
-                  "threads": threads}))
+print(json.dumps(got))
 """
 
 
@@ -49,15 +59,19 @@ def run_child(tmp_path, **env) -> dict:
 @pytest.mark.parametrize("preload", ["on", "off"])
 def test_workers_fork_from_a_daemon_that_imported_the_checkers(tmp_path, preload):
     got = run_child(tmp_path, JEPSEN_SPARK_PRELOAD=preload)
-    if preload == "on":
-        assert "jepsen.checkers.spark_daemon" in got["cmdline"]
-        assert got["preloaded"] == [1]
-        # the settings kept pyarrow's and OpenBLAS's threads from starting: a fork copies
-        # only the calling thread
-        assert got["threads"] == 1
-    else:
-        assert "pyspark.daemon" in got["cmdline"]
-        assert got["preloaded"] == [0]
+    # spark_session ran one task per core before returning the session: the RDD jobs'
+    # daemon was already up
+    assert got["rdd"]["started_with_session"]
+    for kind in ("rdd", "sql"):
+        if preload == "on":
+            assert "jepsen.checkers.spark_daemon" in got[kind]["cmdline"]
+            assert got[kind]["preloaded"] == [1]
+            # the settings kept pyarrow's and OpenBLAS's threads from starting: a fork
+            # copies only the calling thread
+            assert got[kind]["threads"] == 1
+        else:
+            assert "pyspark.daemon" in got[kind]["cmdline"]
+            assert got[kind]["preloaded"] == [0]
 
 
 def test_the_daemon_imports_nothing_without_the_settings_that_keep_threads_off():

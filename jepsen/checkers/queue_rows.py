@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 The Spark queue checker hands each Python worker all records of some processes (one
-shuffle by process in the JVM).  :func:`rows_of_records` sorts them by ``(proc,
+shuffle of Arrow streams by process bucket, ``spark_queue``).  :func:`rows_of_records` sorts them by ``(proc,
 index)`` and turns them into the rows ``queue_arrays.analyse`` takes, a chunk at a
 time, with no Python per record in the common case:
 
@@ -134,41 +134,31 @@ def rows_of_records(batches: Iterator[Any], stats: Stats) -> Iterator[Any]:
                          final=start + CHUNK >= t.num_rows)
 
 
-PACKED_DDL = "key string, data binary"
-
-
-def packed_rows(batches: Iterator[Any], t0: int, bucket_ns: int) -> Iterator[Any]:
-    """``mapInArrow``'s function (the grid bound by ``functools.partial``):
-    :func:`rows_of_records`'s rows packed per key, one row (``PACKED_DDL``) per key
-    holding its rows as an Arrow IPC stream (without the key), and per ``f`` one holding
-    its pickled statistics part: the JVM then moves a few large values by key instead of
-    converting and hashing every row."""
+def packed_rows(batches: Iterator[Any], t0: int, bucket_ns: int) -> Iterator[tuple[str, bytes]]:
+    """:func:`rows_of_records`'s rows packed per key: ``(key, rows)`` with the key's rows
+    as one Arrow IPC stream (without the key), and per ``f`` ``(STATS_KEY + f, its
+    pickled statistics part)``: the shuffle by key then moves a few large values instead
+    of every row."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     stats = Stats(t0, bucket_ns)
     found = [b for b in rows_of_records(batches, stats) if b.num_rows]
-    parts = stats.parts()
-    keys = [STATS_KEY + str(p["f"]) for p in parts]
-    data = [pickle.dumps(p) for p in parts]
-    if found:
-        rows = pa.Table.from_batches(found)
-        enc = rows.column("key").combine_chunks().dictionary_encode()
-        order = pc.sort_indices(enc.indices)
-        codes = enc.indices.take(order).to_numpy()
-        rows = rows.take(order).drop_columns(["key"])
-        starts = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist()]
-        for a, b in zip(starts, [*starts[1:], len(codes)]):
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, rows.schema) as w:
-                w.write_table(rows.slice(a, b - a))
-            keys.append(enc.dictionary[int(codes[a])].as_py())
-            data.append(sink.getvalue().to_pybytes())
-    if not keys:
+    for p in stats.parts():
+        yield STATS_KEY + str(p["f"]), pickle.dumps(p)
+    if not found:
         return
-    yield pa.RecordBatch.from_pydict(
-        {"key": keys, "data": data},
-        schema=pa.schema([("key", pa.string()), ("data", pa.binary())]))
+    rows = pa.Table.from_batches(found)
+    enc = rows.column("key").combine_chunks().dictionary_encode()
+    order = pc.sort_indices(enc.indices)
+    codes = enc.indices.take(order).to_numpy()
+    rows = rows.take(order).drop_columns(["key"])
+    starts = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist()]
+    for a, b in zip(starts, [*starts[1:], len(codes)]):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, rows.schema) as w:
+            w.write_table(rows.slice(a, b - a))
+        yield enc.dictionary[int(codes[a])].as_py(), sink.getvalue().to_pybytes()
 
 
 def unpack_rows(blobs: list[bytes]):

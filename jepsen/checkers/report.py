@@ -82,11 +82,10 @@ def check(source: str | os.PathLike[str] | Iterable[Op], *, spark: Any = None,
     else:
         from jepsen.checkers import spark as sp
 
-        source = sp.parquet_source(source)
-        df = sp.history_frame(spark, source)
+        source = source if sp._is_frame(source) else sp.parquet_source(source)
         with (sp.StageProgress(spark) if progress else _Null()):
             with sp.phase(spark, "read history"):
-                by_f = {r[0]: int(r[1]) for r in df.groupBy("f").count().collect()}
+                by_f = sp.f_counts(spark, source)
             records, fs = sum(by_f.values()), set(by_f)
             say(f"read {records} records")
             for w in _workloads(fs, workload, m):
@@ -103,7 +102,7 @@ def check(source: str | os.PathLike[str] | Iterable[Op], *, spark: Any = None,
                 stats = results[with_stats[0]].pop("stats")
             else:
                 with sp.phase(spark, "statistics"):
-                    paired = sp.paired_frame(df).persist()
+                    paired = sp.paired_frame(sp.history_frame(spark, source)).persist()
                     counts, t0, bucket_ns = sp._counts_and_grid(paired)
                     stats = sp.spark_stats(paired, t0, bucket_ns, counts)
                     paired.unpersist()

@@ -1,11 +1,11 @@
 """Running the checkers on Spark: a quiet session, stage progress and metrics, the drivers.
 
-The queue checker (``jepsen.checkers.spark_queue``): the JVM reads the Parquet history
-and hashes records by process to the Python workers, which pair and cut them into rows
-with Arrow kernels (``queue_rows``); the JVM hashes the rows by partition key to the
-workers again, which find every anomaly with numpy (``queue_arrays``) and merge the
-statistics; the driver receives counts, statistics and the few records its examples
-name.  The linearizability search per key stays in Python too, as an ``applyInPandas``
+The queue checker (``jepsen.checkers.spark_queue``): Python tasks read the Parquet
+history's row groups and send each process's records, as Arrow streams, to one Python
+worker, which pairs and cuts them into rows with Arrow kernels (``queue_rows``); the rows
+go by partition key to the workers again, which find every anomaly with numpy
+(``queue_arrays``) and merge the statistics; the JVM only shuffles the streams.  The
+driver receives counts, statistics and the few records its examples name.  The linearizability search per key stays in Python too, as an ``applyInPandas``
 call over each bucket of keys.  The driver never holds the whole history.
 """
 
@@ -81,7 +81,8 @@ def jit_options(records: int | None) -> str:
 def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
                   shuffle_partitions: int | None = None, log_dir: str | None = None,
                   driver_memory: str | None = None, jars: list[str] | None = None,
-                  java_options: str = "", records: int | None = None):
+                  java_options: str = "", records: int | None = None,
+                  start_workers: bool = True):
     """Builds (or returns the running) SparkSession, quietly.
 
     The JVM logs only errors (a log4j2 config passed as a system property), the web UI
@@ -106,6 +107,8 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
             starts in about half the time.
         records: how many history records the session will check, when known: a local
             session for a short check compiles with C1 alone (``SHORT_CHECK_RECORDS``).
+        start_workers: run one Python task per core before returning, so that the
+            session's Python workers are up before its first check (``_start_workers``).
     """
     local = master.startswith("local")
     if local:  # a cluster master needs the driver reachable from its executors
@@ -153,12 +156,14 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
         b = b.config("spark.driver.memory", driver_memory)
     if jars:
         b = b.config("spark.jars", ",".join(jars))
-    if shuffle_partitions is None and local:
-        n = os.cpu_count() or 2
+    cores = None
+    if local:
+        cores = os.cpu_count() or 2
         inner = master[master.find("[") + 1:master.find("]")] if "[" in master else "1"
         if inner.isdigit():
-            n = int(inner)
-        shuffle_partitions = max(2, 4 * n)
+            cores = int(inner)
+    if shuffle_partitions is None and cores:
+        shuffle_partitions = max(2, 4 * cores)
     if shuffle_partitions:
         b = b.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         b = b.config("spark.default.parallelism", str(shuffle_partitions))
@@ -167,7 +172,26 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
     spark.sparkContext.setLogLevel("ERROR")
     if not local:
         _ship_package(spark, d)
+    if start_workers:
+        _start_workers(spark, cores or spark.sparkContext.defaultParallelism)
     return spark
+
+
+def _start_workers(spark, tasks: int) -> None:
+    """Runs ``tasks`` trivial Python tasks of an RDD at once.  An executor starts a
+    Python worker daemon (``spark_daemon``) at its first Python task and forks a worker
+    for each task that finds none idle: about 2 s on this project's 2-core machine (the
+    daemon's imports, and the JVM's first use of its Python runner), paid once per
+    session.  Paid here, a session is ready to check when it is returned, and a queue
+    check's first run (RDD jobs from end to end) times the check alone.  SQL's Python
+    UDFs (``applyInPandas``, ``mapInArrow``) fork from a daemon of their own, started
+    at their first use as before."""
+    with phase(spark, "start the Python workers"):
+        spark.sparkContext.parallelize(list(range(tasks)), tasks).map(_worker_pid).collect()
+
+
+def _worker_pid(_: int) -> int:
+    return os.getpid()
 
 
 @contextlib.contextmanager
@@ -558,18 +582,17 @@ def spark_check_queue(spark, source, sub_via: str | None = None,
     """
     from jepsen.checkers import spark_queue
 
-    path = None if _is_frame(source) else parquet_source(source)
-    df = source if path is None else spark.read.parquet(path)
-    grid = _record_grid(df, path)
+    source = source if _is_frame(source) else parquet_source(source)
+    grid = _record_grid(spark, source)
 
     def records(pairs):
         with phase(spark, "queue: read the examples' records"):
-            return flats_at(spark, df, pairs)
+            return flats_at(spark, source, pairs)
 
     with phase(spark, "queue: pair, cut rows, find anomalies"):
         for _ in range(2):
-            result, own = spark_queue.check(df, *grid, sub_via, max_examples, records,
-                                            partitions)
+            result, own = spark_queue.check(spark, source, *grid, sub_via, max_examples,
+                                            records, partitions)
             if own == grid:
                 break
             grid = own
@@ -582,14 +605,16 @@ def _is_frame(source) -> bool:
     return isinstance(source, DataFrame)
 
 
-def _record_grid(df, path: str | None) -> tuple[int, int]:
-    """``(t0, bucket_ns)`` over the records' first and last time (the Parquet file's
+def _record_grid(spark, source) -> tuple[int, int]:
+    """``(t0, bucket_ns)`` over the records' first and last time (a Parquet file's
     footer statistics, else one aggregation): those of the operations unless a
     completion without invocation lies outside them."""
     from pyspark.sql import functions as F
 
+    path = None if _is_frame(source) else source
     span = _footer_times(path) if path else None
     if span is None:
+        df = source if path is None else spark.read.parquet(path)
         span = df.agg(F.min("time"), F.max("time")).first()
     if span[0] is None:
         return 0, 1
@@ -612,26 +637,81 @@ def _footer_times(path: str) -> tuple[int, int] | None:
     return min(st.min for st in stats), max(st.max for st in stats)
 
 
-def flats_at(spark, df, pairs: Iterable[tuple[int, int | None]]) -> list[Flat]:
+def flats_at(spark, source, pairs: Iterable[tuple[int, int | None]]) -> list[Flat]:
     """The flat operations of ``(invoke index, completion index or None)`` pairs, from
-    their records: a filter when they are few (one job), else a broadcast join (a
-    literal per index would make a huge plan)."""
+    their records in a Parquet path (Python tasks over its row groups, skipping those
+    whose footer statistics hold none of them) or a frame (a filter when they are few,
+    one job; else a broadcast join: a literal per index would make a huge plan)."""
     from pyspark.sql import functions as F
+
+    from jepsen.checkers import spark_queue
 
     pairs = set(pairs)
     indexes = sorted({i for p in pairs for i in p if i is not None})
     if not indexes:
         return []
-    if len(indexes) <= 256:
-        found = df.filter(F.col("index").isin(indexes))
+    if isinstance(source, str):
+        tasks = spark_queue.row_group_tasks(source, spark.sparkContext.defaultParallelism)
+        rows = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(
+            functools.partial(_records_at, indexes=indexes)).collect()
+    elif len(indexes) <= 256:
+        rows = [r.asDict() for r in source.filter(F.col("index").isin(indexes)).collect()]
     else:
         want = spark.createDataFrame([(i,) for i in indexes], "index long")
-        found = df.join(F.broadcast(want), "index")
+        rows = [r.asDict() for r in source.join(F.broadcast(want), "index").collect()]
     # the records of the operations only: a completion is the next of its process
     # among them, so the single-process path's pairing reads them as the whole history
-    ops = sorted((row_to_op(r.asDict()) for r in found.collect()), key=lambda o: o.index)
+    ops = sorted((row_to_op(r) for r in rows), key=lambda o: o.index)
     wanted = {i for i, _ in pairs}
     return [fl for fl in flatten(ops) if fl.i_index in wanted]
+
+
+def f_counts(spark, source) -> dict[str, int]:
+    """How many records each ``f`` has: Python tasks over a Parquet path's row groups
+    (its ``f`` column only), or one aggregation of a frame."""
+    from jepsen.checkers import spark_queue
+
+    if _is_frame(source):
+        return {r[0]: int(r[1]) for r in source.groupBy("f").count().collect()}
+    tasks = spark_queue.row_group_tasks(source, spark.sparkContext.defaultParallelism)
+    counts: dict[str, int] = {}
+    for f, n in spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(
+            _f_counts).collect():
+        counts[f] = counts.get(f, 0) + n
+    return counts
+
+
+def _f_counts(tasks) -> Iterator[tuple[str, int]]:
+    import pyarrow.compute as pc
+
+    from jepsen.checkers import spark_queue
+
+    for b in spark_queue.read_row_groups(tasks, ["f"]):
+        for c in pc.value_counts(b.column("f")).to_pylist():
+            yield c["values"], c["counts"]
+
+
+def _records_at(tasks, indexes: list[int]) -> Iterator[dict[str, Any]]:
+    """The records of read tasks (``spark_queue.row_group_tasks``) whose index is one of
+    ``indexes`` (sorted), as dicts; a row group whose statistics rule them all out is
+    not read."""
+    import bisect
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    want = pa.array(indexes, pa.int64())
+    for f, groups in tasks:
+        pf = pq.ParquetFile(f)
+        col = pf.metadata.schema.names.index("index")
+        for g in groups:
+            st = pf.metadata.row_group(g).column(col).statistics
+            if st is not None and st.has_min_max and \
+                    bisect.bisect_left(indexes, st.min) == bisect.bisect_right(indexes, st.max):
+                continue
+            t = pf.read_row_group(g)
+            yield from t.filter(pc.is_in(t.column("index"), value_set=want)).to_pylist()
 
 
 def spark_check_linearizable(spark, source, model: str | linear.Model = "cas-register",

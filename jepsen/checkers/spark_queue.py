@@ -2,21 +2,29 @@
 
 Theory of operation
 -------------------
-Two shuffles and two Python hand-overs, no window, sort or cache in the JVM:
+Two shuffles of Arrow IPC streams, Python on both sides of each: the JVM moves a few
+hundred large values and never converts, sorts or hashes a record.
 
-1. the JVM reads the Parquet history and hashes each record by its process, so every
-   record of a process reaches one Python worker;
-2. there, ``queue_rows.rows_of_records`` sorts them, pairs each invocation with its
-   completion and cuts sends and polls into *rows*, one per message sent and per
+1. Python tasks read the history's Parquet row groups with pyarrow (``row_group_tasks``;
+   a frame, such as Spark's Kafka source gives, goes through ``mapInArrow`` instead) and
+   split each batch by process into buckets, one Arrow stream per bucket
+   (``_bucket_blobs``); the JVM shuffles the streams by bucket, so every record of a
+   process reaches one Python worker;
+2. there, ``queue_rows.packed_rows`` sorts a bucket's records, pairs each invocation with
+   its completion and cuts sends and polls into *rows*, one per message sent and per
    ``(offset, value)`` read (Arrow kernels: regular expressions and string splits over
    whole columns; ``queue.records_of`` only for values that are not integers), folds
-   each ``f``'s statistics, and packs each key's rows into one Arrow IPC stream
-   (``queue_rows.packed_rows``);
-3. the JVM hashes the rows by partition key, so all rows of a key reach one worker,
+   each ``f``'s statistics, and packs each key's rows into one Arrow stream;
+3. the JVM shuffles the packed rows by key, so all rows of a key reach one worker,
    where ``queue_arrays.analyse`` finds every anomaly of ``queue.check_partition`` with
    numpy sorts and grouped reductions, and returns counts, at most ``max_examples``
    anomaly rows of each type, and the unseen series and lag; the statistics parts of an
    ``f`` are merged there too (``queue_rows.stats_of``).
+
+The plan is an RDD's, not a DataFrame's: the JVM's part is moving byte strings, which
+needs no query planning, code generation or JVM compilation of per-record paths.  When
+the JVM read the Parquet file, hashed every record and converted it to Arrow for the
+workers, those made a check's first run in a session about twice as long as its second.
 
 A key is the unit of analysis: all of a key's rows are in one worker at once (one
 partition's history, never the whole history).  The driver receives those small
@@ -29,6 +37,8 @@ from __future__ import annotations
 
 import functools
 import pickle
+import zlib
+from collections.abc import Iterator
 from typing import Any
 
 from jepsen.checkers import queue, queue_arrays, queue_rows
@@ -37,44 +47,112 @@ from jepsen.checkers._common import stats_dict, time_buckets
 
 # ---------------------------------------------------------------- the plan
 
-
-def rows_frame(df, t0: int, bucket_ns: int, partitions: int | None = None):
-    """The rows of the analysis packed per key (``queue_rows.PACKED_DDL``), statistics
-    parts included, from a frame of history records: one shuffle by process in the
-    JVM, then ``queue_rows.packed_rows`` in the Python workers."""
-    records = df.select("process", "actor", "index", "time", "type", "f", "value")
-    records = (records.repartition(partitions, "process", "actor") if partitions
-               else records.repartition("process", "actor"))
-    return records.mapInArrow(
-        functools.partial(queue_rows.packed_rows, t0=t0, bucket_ns=bucket_ns),
-        queue_rows.PACKED_DDL)
+COLUMNS = ["process", "actor", "index", "time", "type", "f", "value"]
 
 
-def _analyser(t0: int, bucket_ns: int, max_examples: int):
-    """``mapInArrow``'s function over packed rows hashed by key (all of a key's in one
-    partition): one pickled result per key, ``queue_arrays.analyse``'s, or for the
+def row_group_tasks(path: str, n: int) -> list[tuple[str, list[int]]]:
+    """At most ``n`` read tasks over a Parquet file's row groups, each ``(path, row
+    groups)``, the groups dealt out in turn (the driver reads the footer only)."""
+    import pyarrow.parquet as pq
+
+    groups = pq.ParquetFile(path).metadata.num_row_groups
+    tasks = max(1, min(n, groups))
+    return [(path, list(range(i, groups, tasks))) for i in range(tasks)]
+
+
+def read_row_groups(tasks: Iterator[tuple[str, list[int]]], columns: list[str]):
+    """The record batches of read tasks (``row_group_tasks``), one row group at a time."""
+    import pyarrow.parquet as pq
+
+    for f, groups in tasks:
+        pf = pq.ParquetFile(f)
+        for g in groups:
+            yield from pf.read_row_group(g, columns=columns).to_batches()
+
+
+def _bucket_blobs(batches, n: int) -> Iterator[tuple[int, bytes]]:
+    """Each batch's records split by process into ``n`` buckets (a process's records
+    all in one; those without a process in bucket 0), each bucket's as an Arrow IPC
+    stream: ``(bucket, stream)``."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for b in batches:
+        if not b.num_rows:
+            continue
+        bucket = np.mod(pc.fill_null(b.column("process"), 0).to_numpy(), n)
+        order = np.argsort(bucket, kind="stable")
+        bounds = np.searchsorted(bucket[order], np.arange(n + 1))
+        b = b.take(pa.array(order))
+        for i in range(n):
+            if bounds[i + 1] > bounds[i]:
+                yield i, _ipc(b.slice(bounds[i], bounds[i + 1] - bounds[i]))
+
+
+def _ipc(batch) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as w:
+        w.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def _file_blobs(tasks, n: int) -> Iterator[tuple[int, bytes]]:
+    return _bucket_blobs(read_row_groups(tasks, COLUMNS), n)
+
+
+def _frame_blobs(batches, n: int):
+    """``mapInArrow``'s function over a frame's records: ``_bucket_blobs`` as batches."""
+    import pyarrow as pa
+
+    schema = pa.schema([("bucket", pa.int32()), ("data", pa.binary())])
+    for bucket, data in _bucket_blobs(batches, n):
+        yield pa.RecordBatch.from_pydict({"bucket": [bucket], "data": [data]}, schema=schema)
+
+
+def record_blobs(spark, source, n: int):
+    """The history's records as ``(bucket, Arrow IPC stream)`` pairs (``_bucket_blobs``):
+    for a Parquet path, Python tasks read its row groups with pyarrow; a frame (such as
+    Spark's Kafka source gives) goes through ``mapInArrow``."""
+    if isinstance(source, str):
+        tasks = row_group_tasks(source, n)
+        return spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(
+            functools.partial(_file_blobs, n=n))
+    return (source.select(*COLUMNS).mapInArrow(
+        functools.partial(_frame_blobs, n=n), "bucket int, data binary").rdd.map(tuple))
+
+
+def _packed(pairs, t0: int, bucket_ns: int) -> Iterator[tuple[str, bytes]]:
+    """A bucket's records (all of each of its processes) as ``queue_rows.packed_rows``
+    makes them: ``(key, rows)`` pairs, and ``(STATS_KEY + f, statistics part)``."""
+    import pyarrow as pa
+
+    streams = [pa.ipc.open_stream(data).read_all() for _, data in pairs]
+    if streams:
+        yield from queue_rows.packed_rows(iter(pa.concat_tables(streams).to_batches()),
+                                          t0, bucket_ns)
+
+
+def key_partition(key: str) -> int:
+    """The shuffle partition of a key (Python's ``hash`` of a str differs per process)."""
+    return zlib.crc32(key.encode())
+
+
+def _analysed(pairs, t0: int, bucket_ns: int, max_examples: int) -> Iterator[bytes]:
+    """One pickled result per key of a partition: ``queue_arrays.analyse``'s, or for the
     statistics parts of an ``f`` ``queue_rows.stats_of``'s."""
-
-    def analyse(batches):
-        import pyarrow as pa
-
-        by_key: dict[str, list[bytes]] = {}
-        for b in batches:
-            for key, data in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
-                by_key.setdefault(key, []).append(data)
-        out = []
-        for key, blobs in by_key.items():
-            if key.startswith(queue_rows.STATS_KEY):
-                got = queue_rows.stats_of([pickle.loads(x) for x in blobs])
-            else:
-                got = queue_arrays.analyse(key, _columns(queue_rows.unpack_rows(blobs)),
-                                           t0, bucket_ns, max_examples)
-            out.append(pickle.dumps(got))
-        if out:
-            yield pa.RecordBatch.from_pydict({"result": out}, schema=pa.schema(
-                [("result", pa.binary())]))
-
-    return analyse
+    by_key: dict[str, list[bytes]] = {}
+    for key, data in pairs:
+        by_key.setdefault(key, []).append(data)
+    for key, blobs in by_key.items():
+        if key.startswith(queue_rows.STATS_KEY):
+            got = queue_rows.stats_of([pickle.loads(x) for x in blobs])
+        else:
+            got = queue_arrays.analyse(key, _columns(queue_rows.unpack_rows(blobs)),
+                                       t0, bucket_ns, max_examples)
+        yield pickle.dumps(got)
 
 
 def _columns(table) -> queue_arrays.Rows:
@@ -99,28 +177,27 @@ def _columns(table) -> queue_arrays.Rows:
         value=codes("value"), reset=longs("reset"))
 
 
-def check(df, t0: int, bucket_ns: int, sub_via: str | None, max_examples: int,
+def check(spark, source, t0: int, bucket_ns: int, sub_via: str | None, max_examples: int,
           flats_of, partitions: int | None = None) -> tuple[dict[str, Any], tuple[int, int]]:
-    """The queue result of a frame of history records, like ``queue.check_queue``, and
-    the time grid of its operations (``grid_of``).
+    """The queue result of a history (a Parquet path or a frame of records), like
+    ``queue.check_queue``, and the time grid of its operations (``grid_of``).
 
     The unseen series and throughput are bucketed by ``(t0, bucket_ns)``; when the
     grid returned differs, the caller checks again with it.  ``flats_of(pairs)``
     returns the flat operations of ``(invoke index, completion index)`` pairs;
-    ``partitions``: how many partitions each shuffle makes
-    (``spark.sql.shuffle.partitions`` when None).
+    ``partitions``: how many partitions each shuffle makes (Spark's default
+    parallelism when None).
     """
-    from pyspark.sql import functions as F
-
-    # hashed by key: a key's rows all reach one worker, which splits its keys itself
-    # (no sort by key in the JVM, as a grouping would make)
-    rows = rows_frame(df, t0, bucket_ns, partitions)
-    h = F.xxhash64("key")
-    rows = rows.repartition(partitions, h) if partitions else rows.repartition(h)
-    found = rows.mapInArrow(_analyser(t0, bucket_ns, max_examples), "result binary")
+    n = partitions or spark.sparkContext.defaultParallelism
+    found = (record_blobs(spark, source, n)
+             .partitionBy(n, _same).mapPartitions(
+                 functools.partial(_packed, t0=t0, bucket_ns=bucket_ns))
+             .partitionBy(n, key_partition).mapPartitions(
+                 functools.partial(_analysed, t0=t0, bucket_ns=bucket_ns,
+                                   max_examples=max_examples)))
     parts, stats = [], []
-    for r in found.collect():
-        got = pickle.loads(r[0])
+    for blob in found.collect():
+        got = pickle.loads(blob)
         (stats if "f" in got else parts).append(got)
     if sub_via is None:
         fs = {s["f"] for s in stats}
@@ -131,6 +208,10 @@ def check(df, t0: int, bucket_ns: int, sub_via: str | None, max_examples: int,
         return result, (0, 1)
     first = min(s["first"] for s in stats)
     return result, (first, time_buckets(first, max(s["last"] for s in stats)))
+
+
+def _same(bucket: int) -> int:
+    return bucket
 
 
 def _stats(stats: list[dict], t0: int, bucket_ns: int) -> dict[str, Any]:
