@@ -131,12 +131,15 @@ def run_child(mode: str, path: str, master: str, driver_memory: str, warm: bool)
         # sized as ``python -m jepsen check`` sizes it (the JVM's compiler by history size)
         spark = spark_session(master, driver_memory=driver_memory, records=history_size(path))
         out["session-s"] = time.monotonic() - t
+        started = stage_metrics(spark)  # the session's own jobs (its Python workers' start)
+        out["session-phases"] = phases(started)
         check = spark_check_queue if mode == "spark-queue" else spark_check_linearizable
         t = time.monotonic()
         r = check(spark, path)
         out["check-s"] = time.monotonic() - t
         first = stage_metrics(spark)
-        out["phases"] = phases(first)
+        out["phases"] = phases([m for m in first
+                                if m["stage"] not in {x["stage"] for x in started}])
         if warm:
             t = time.monotonic()
             check(spark, path)
@@ -252,7 +255,8 @@ def table(rows: list[dict]) -> list[str]:
 def where(rows: list[dict]) -> list[str]:
     lines = []
     for r in rows:
-        for key, which in (("phases", "first check"), ("warm-phases", "second check")):
+        for key, which in (("session-phases", "session start"), ("phases", "first check"),
+                           ("warm-phases", "second check")):
             ph = r["m"].get(key)
             if ph:
                 lines += _phase_table(f"{r['kind']}, {r['n']:,} records, {r['engine']}, "

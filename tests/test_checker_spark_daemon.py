@@ -33,7 +33,7 @@ def probe(batches):
         preloaded, daemon = found()
         yield pa.RecordBatch.from_pydict({"preloaded": [preloaded], "daemon": [daemon]})
 
-# RDD jobs (the queue checker's) and SQL's Python UDFs fork from daemons of their own
+# RDD jobs (the queue checker's) and SQL's Python UDFs (the others')
 rdd = spark.sparkContext.parallelize([0, 1], 2).mapPartitions(lambda _: [found()]).collect()
 sql = spark.range(4).repartition(2).mapInArrow(probe, "preloaded long, daemon long").collect()
 got = {}
@@ -43,7 +43,7 @@ for kind, rows in (("rdd", [tuple(r) for r in rdd]), ("sql", [tuple(r) for r in 
         cmdline = f.read().replace(b"\\0", b" ").decode()
     got[kind] = {"preloaded": sorted({r[0] for r in rows}), "cmdline": cmdline,
                  "threads": len(os.listdir(f"/proc/{daemon}/task")),
-                 "started_with_session": daemon in at_start}
+                 "started_with_session": daemon in at_start, "pid": daemon}
 spark.stop()
 print(json.dumps(got))
 """
@@ -62,6 +62,8 @@ def test_workers_fork_from_a_daemon_that_imported_the_checkers(tmp_path, preload
     # spark_session ran one task per core before returning the session: the RDD jobs'
     # daemon was already up
     assert got["rdd"]["started_with_session"]
+    # and SQL's Python UDFs fork from the same daemon (not one started at their first use)
+    assert got["sql"]["started_with_session"] and got["sql"]["pid"] == got["rdd"]["pid"]
     for kind in ("rdd", "sql"):
         if preload == "on":
             assert "jepsen.checkers.spark_daemon" in got[kind]["cmdline"]

@@ -172,6 +172,12 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
     spark.sparkContext.setLogLevel("ERROR")
     if not local:
         _ship_package(spark, d)
+    if spark.conf.get("spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled",
+                      "true").lower() == "true":
+        # SQL's Python UDFs run their workers with this variable set: an executor keeps
+        # one worker daemon per set of variables, so RDD jobs (the queue checker's)
+        # without it would fork theirs from a second daemon, started and paid apart
+        spark.sparkContext.environment["SPARK_SIMPLIFIED_TRACEBACK"] = "1"
     if start_workers:
         _start_workers(spark, cores or spark.sparkContext.defaultParallelism)
     return spark
@@ -182,10 +188,9 @@ def _start_workers(spark, tasks: int) -> None:
     Python worker daemon (``spark_daemon``) at its first Python task and forks a worker
     for each task that finds none idle: about 2 s on this project's 2-core machine (the
     daemon's imports, and the JVM's first use of its Python runner), paid once per
-    session.  Paid here, a session is ready to check when it is returned, and a queue
-    check's first run (RDD jobs from end to end) times the check alone.  SQL's Python
-    UDFs (``applyInPandas``, ``mapInArrow``) fork from a daemon of their own, started
-    at their first use as before."""
+    session.  Paid here, a session is ready to check when it is returned, and a check's
+    first run times the check alone (SQL's Python UDFs, ``applyInPandas`` and
+    ``mapInArrow``, fork from the same daemon: see ``SPARK_SIMPLIFIED_TRACEBACK``)."""
     with phase(spark, "start the Python workers"):
         spark.sparkContext.parallelize(list(range(tasks)), tasks).map(_worker_pid).collect()
 
@@ -578,7 +583,7 @@ def spark_check_queue(spark, source, sub_via: str | None = None,
     comes from the records (the Parquet footer's statistics, else one aggregation);
     when the operations' own grid differs (a stray completion at an end), the check
     runs again on it.  ``partitions``: how many partitions each shuffle makes
-    (``spark.sql.shuffle.partitions`` by default).
+    (``spark_queue.buckets`` by default).
     """
     from jepsen.checkers import spark_queue
 
@@ -651,7 +656,8 @@ def flats_at(spark, source, pairs: Iterable[tuple[int, int | None]]) -> list[Fla
     if not indexes:
         return []
     if isinstance(source, str):
-        tasks = spark_queue.row_group_tasks(source, spark.sparkContext.defaultParallelism)
+        tasks = spark_queue.row_group_tasks(source, spark_queue.task_slots(spark),
+                                            _groups_holding(source, indexes))
         rows = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(
             functools.partial(_records_at, indexes=indexes)).collect()
     elif len(indexes) <= 256:
@@ -673,7 +679,7 @@ def f_counts(spark, source) -> dict[str, int]:
 
     if _is_frame(source):
         return {r[0]: int(r[1]) for r in source.groupBy("f").count().collect()}
-    tasks = spark_queue.row_group_tasks(source, spark.sparkContext.defaultParallelism)
+    tasks = spark_queue.row_group_tasks(source, spark_queue.task_slots(spark))
     counts: dict[str, int] = {}
     for f, n in spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(
             _f_counts).collect():
@@ -691,27 +697,35 @@ def _f_counts(tasks) -> Iterator[tuple[str, int]]:
             yield c["values"], c["counts"]
 
 
-def _records_at(tasks, indexes: list[int]) -> Iterator[dict[str, Any]]:
-    """The records of read tasks (``spark_queue.row_group_tasks``) whose index is one of
-    ``indexes`` (sorted), as dicts; a row group whose statistics rule them all out is
-    not read."""
+def _groups_holding(path: str, indexes: list[int]) -> list[int]:
+    """The row groups of a Parquet file whose footer statistics of ``index`` do not rule
+    out all of ``indexes`` (sorted)."""
     import bisect
 
-    import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    md = pq.ParquetFile(path).metadata
+    col = md.schema.names.index("index")
+    out = []
+    for g in range(md.num_row_groups):
+        st = md.row_group(g).column(col).statistics
+        if st is None or not st.has_min_max or \
+                bisect.bisect_left(indexes, st.min) < bisect.bisect_right(indexes, st.max):
+            out.append(g)
+    return out
+
+
+def _records_at(tasks, indexes: list[int]) -> Iterator[dict[str, Any]]:
+    """The records of read tasks (``spark_queue.row_group_tasks``) whose index is one of
+    ``indexes``, as dicts."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from jepsen.checkers import spark_queue
+
     want = pa.array(indexes, pa.int64())
-    for f, groups in tasks:
-        pf = pq.ParquetFile(f)
-        col = pf.metadata.schema.names.index("index")
-        for g in groups:
-            st = pf.metadata.row_group(g).column(col).statistics
-            if st is not None and st.has_min_max and \
-                    bisect.bisect_left(indexes, st.min) == bisect.bisect_right(indexes, st.max):
-                continue
-            t = pf.read_row_group(g)
-            yield from t.filter(pc.is_in(t.column("index"), value_set=want)).to_pylist()
+    for b in spark_queue.read_row_groups(tasks, None):
+        yield from b.filter(pc.is_in(b.column("index"), value_set=want)).to_pylist()
 
 
 def spark_check_linearizable(spark, source, model: str | linear.Model = "cas-register",
