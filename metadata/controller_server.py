@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 
 # An inactive controller's tick only looks for a due snapshot (an idle node wakes less).
 INACTIVE_TICK_S = 0.5
+# The longest an active controller goes without a tick, whatever its deadlines say.
+ACTIVE_TICK_MAX_S = 1.0
 
 
 class ControllerServer:
@@ -45,6 +47,7 @@ class ControllerServer:
         self._applied_end = 0
         self._leadership = trio.Event()  # replaced at every leadership change
         self._activated = trio.Event()  # set when this controller becomes active
+        self._poked = trio.Event()  # set when the next tick may be due sooner (_until_tick_due)
         self.metadata_errors = 0  # MetadataErrorCount: records that landed where we did not count
 
     # ------------------------------------------------------------------ RaftListener
@@ -93,6 +96,7 @@ class ControllerServer:
                 log.info("controller %d: broker %d's node is gone (its quorum connections "
                          "closed): fenced in %d ms unless it heartbeats", self.node_id,
                          broker_id, self.controller.config.broker_session_disconnect_timeout_ms)
+            self._poke()
 
     # ------------------------------------------------------------------ requests
 
@@ -102,6 +106,7 @@ class ControllerServer:
         if not self.controller.is_active:
             return error_response(api, body, ErrorCode.NOT_CONTROLLER)
         result = self.controller.handle(api, version, body, clock.monotonic_ms(), connection_id)
+        self._poke()
         if not self._append(result) or not await self._wait_committed(result):
             return error_response(api, body, ErrorCode.NOT_CONTROLLER)
         return result.response
@@ -109,6 +114,7 @@ class ControllerServer:
     def connection_closed(self, connection_id: str) -> None:
         """The controller listener's ``on_close``."""
         broker_id = self.controller.connection_closed(connection_id, clock.monotonic_ms())
+        self._poke()
         if broker_id is not None:
             log.info("controller %d: broker %d's heartbeat connection closed; fenced in %d ms "
                      "unless it heartbeats again", self.node_id, broker_id,
@@ -158,6 +164,27 @@ class ControllerServer:
 
     # ------------------------------------------------------------------ background
 
+    async def _until_tick_due(self) -> None:
+        """Sleeps ``tick_interval_s``, then on until the active controller's tick has
+        something to do (``QuorumController.next_tick_ms``; ``ACTIVE_TICK_MAX_S`` at
+        most), looking again whenever a request was handled or a connection closed.  An
+        idle active controller ticks for its NoOpRecords (every
+        ``metadata.max.idle.interval.ms``), not ten times a second."""
+        await trio.sleep(self.tick_interval_s)
+        end = trio.current_time() + ACTIVE_TICK_MAX_S
+        while self.controller.is_active:
+            now = clock.monotonic_ms()
+            wait_s = min((self.controller.next_tick_ms(now) - now) / 1000,
+                         end - trio.current_time())
+            if wait_s <= 0:
+                return
+            with trio.move_on_after(wait_s):
+                await self._poked.wait()
+            self._poked = trio.Event()
+
+    def _poke(self) -> None:
+        self._poked.set()
+
     async def run(self) -> None:
         """Ticks: session expiry (fencing), NoOpRecords, leader rebalance; snapshots.
 
@@ -168,7 +195,7 @@ class ControllerServer:
         already)."""
         while True:
             if self.controller.is_active:
-                await trio.sleep(self.tick_interval_s)
+                await self._until_tick_due()
             else:
                 with trio.move_on_after(INACTIVE_TICK_S):
                     await self._activated.wait()

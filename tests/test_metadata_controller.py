@@ -966,3 +966,45 @@ def test_broker_epoch_minus_one_is_no_wildcard():
     assert resp["error_code"] == E.STALE_BROKER_EPOCH
     assert not h.ctl.image.broker(1).fenced
     assert _alter(h, broker_epoch=-1)[0] == E.STALE_BROKER_EPOCH
+
+
+def test_ticking_only_when_next_tick_ms_says_writes_what_ticking_always_writes(monkeypatch):
+    """The controller server ticks when ``next_tick_ms`` says (an idle one for its
+    NoOpRecords, not ten times a second): over heartbeats, a closed connection, a broker
+    gone silent and fenced in batches, NoOpRecords, leader rebalances and unclean-election
+    checks, a controller ticked only then writes the same records at the same times as one
+    ticked every 10 ms."""
+    from metadata.controller import cluster
+
+    monkeypatch.setattr(cluster, "FENCE_BATCH", 2)
+    runs, ticks = [], []
+    for lazy in (False, True):
+        h = Harness(broker_session_timeout_ms=3000, broker_session_disconnect_timeout_ms=700,
+                    max_idle_interval_ms=500, leader_imbalance_check_interval_ms=1500,
+                    unclean_leader_election_interval_ms=2000)
+        h.add_brokers({1: None, 2: None, 3: None})
+        h.create_topic("t", assignments=[{"partition_index": i, "broker_ids": [1, 2, 3]}
+                                         for i in range(7)], num_partitions=-1, rf=-1)
+        h.create_topic("u", assignments=[{"partition_index": i, "broker_ids": [3, 2]}
+                                         for i in range(5)], num_partitions=-1, rf=-1)
+        written, n = [], 0
+        for _ in range(1200):  # 12 s
+            h.now_ms += 10
+            t = h.now_ms
+            if t % 1000 == 0:
+                h.heartbeat(2)
+                if t < 3000:
+                    h.heartbeat(1, connection_id="c1")
+                if t < 6000 or t >= 9000:  # 3 falls silent, and comes back
+                    h.heartbeat(3)
+            if t == 2500:
+                assert h.ctl.connection_closed("c1", t) == 1
+            if not lazy or h.ctl.next_tick_ms(t) <= t:
+                n += 1
+                written += [(t, r.name, r.data) for r in h.tick().records]
+        runs.append(written)
+        ticks.append(n)
+    names = {name for _, name, _ in runs[0]}
+    assert {"NoOpRecord", "FenceBrokerRecord", "PartitionChangeRecord"} <= names
+    assert runs[1] == runs[0]
+    assert ticks[1] < ticks[0] / 3, ticks

@@ -326,6 +326,27 @@ class QuorumController:
             self._last_noop_ms = now_ms
         return self._result(txn, None)
 
+    def next_tick_ms(self, now_ms: int) -> int:
+        """When ``tick`` next has something to do: now while a fence is part-way (or a
+        newly active controller has not looked at the fenced brokers yet), else the
+        earliest of a broker's session end, the next NoOpRecord, leader rebalance and
+        unclean-election check.  Anything that moves one of these sooner (a request, a
+        closed connection) is a reason for the caller to ask again."""
+        if not self._active:
+            return now_ms + self.config.max_idle_interval_ms
+        last = (self._last_noop_ms, self._last_unclean_check_ms,
+                self._last_rebalance_ms if self.config.auto_leader_rebalance_enable else 0)
+        if self.sessions.leaving or not self.sessions.leaving_checked or None in last:
+            return now_ms
+        due = [self._last_unclean_check_ms + self.config.unclean_leader_election_interval_ms,
+               self.sessions.next_end_ms(b.id for b in self._working.brokers.values()
+                                         if not b.fenced)]
+        if self.config.max_idle_interval_ms > 0:
+            due.append(self._last_noop_ms + self.config.max_idle_interval_ms)
+        if self.config.auto_leader_rebalance_enable:
+            due.append(self._last_rebalance_ms + self.config.leader_imbalance_check_interval_ms)
+        return min(due)
+
     def _result(self, txn: Txn, response: dict | None) -> ControllerResult:
         if not txn.records:
             wait = self._pending[-1].last_offset if self._pending else self._committed.offset

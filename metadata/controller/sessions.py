@@ -94,6 +94,14 @@ class BrokerSessions:
         self._metadata_offsets.clear()
         self.controlled_shutdown_offset.clear()
 
+    def next_end_ms(self, broker_ids: Iterable[int]) -> int:
+        """When the first of these brokers' sessions ends (now, for one without a
+        session: it gets one at the next tick)."""
+        ends = [self._last_contact_ms.get(b) for b in broker_ids]
+        if None in ends:
+            return 0
+        return min(ends, default=1 << 62) + self.timeout_ms
+
     def has_valid_session(self, broker_id: int, now_ms: int) -> bool:
         last = self._last_contact_ms.get(broker_id)
         return last is not None and now_ms - last < self.timeout_ms
