@@ -5,8 +5,9 @@ history's row groups and send each process's records, as Arrow streams, to one P
 worker, which pairs and cuts them into rows with Arrow kernels (``queue_rows``); the rows
 go by partition key to the workers again, which find every anomaly with numpy
 (``queue_arrays``) and merge the statistics; the JVM only shuffles the streams.  The
-driver receives counts, statistics and the few records its examples name.  The linearizability search per key stays in Python too, as an ``applyInPandas``
-call over each bucket of keys.  The driver never holds the whole history.
+driver receives counts, statistics and the few records its examples name.  The
+linearizability search per key stays in Python too, as an ``applyInPandas`` call over
+each bucket of keys.  The driver never holds the whole history.
 """
 
 from __future__ import annotations

@@ -52,7 +52,8 @@ COLUMNS = ["process", "actor", "index", "time", "type", "f", "value"]
 
 
 # Records per bucket of the first shuffle, at most: a bucket's records are in one Python
-# worker at once (about 1 KB each while they are paired and cut).
+# worker at once (about half a kilobyte each while they are paired and cut: the workers of
+# a 10M-record check in 9 buckets peaked at 1.1 GB together).
 BUCKET_RECORDS = 1_250_000
 
 
