@@ -278,3 +278,17 @@ def test_queue_over_many_row_groups_and_from_a_frame(spark, tmp_path):
     assert len(rp["anomaly-types"]) >= 6
     assert as_json(spark_check_queue(spark, path, max_examples=5)) == rp
     assert as_json(spark_check_queue(spark, spark.read.parquet(path), max_examples=5)) == rp
+
+
+def test_buckets_are_sized_by_task_slots_and_history_size(spark):
+    """Two buckets per task slot (each task costs its own tenth of a second), more when a
+    bucket would hold over ``BUCKET_RECORDS`` (all of a bucket is in one worker)."""
+    from jepsen.checkers.spark_queue import BUCKET_RECORDS, buckets, local_threads
+
+    assert [local_threads(m) for m in ("local", "local[2]", "local[3,2]", "spark://h:7077",
+                                       "local-cluster[2,1,1024]")] == [1, 2, 3, None, None]
+    assert spark.sparkContext.master == "local[2]"
+    assert buckets(spark, 1000) == buckets(spark, 1_000_000) == 4
+    assert buckets(spark, 8 * BUCKET_RECORDS) == 8
+    assert buckets(spark, 8 * BUCKET_RECORDS + 1) == 9
+    assert buckets(spark, None) == spark.sparkContext.defaultParallelism  # a frame

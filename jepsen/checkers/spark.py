@@ -117,7 +117,7 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from jepsen.checkers import spark_daemon
+    from jepsen.checkers import spark_daemon, spark_queue
 
     d = Path(log_dir or tempfile.mkdtemp(prefix="jepsen-spark-"))
     d.mkdir(parents=True, exist_ok=True)
@@ -157,12 +157,7 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
         b = b.config("spark.driver.memory", driver_memory)
     if jars:
         b = b.config("spark.jars", ",".join(jars))
-    cores = None
-    if local:
-        cores = os.cpu_count() or 2
-        inner = master[master.find("[") + 1:master.find("]")] if "[" in master else "1"
-        if inner.isdigit():
-            cores = int(inner)
+    cores = spark_queue.local_threads(master)
     if shuffle_partitions is None and cores:
         shuffle_partitions = max(2, 4 * cores)
     if shuffle_partitions:

@@ -71,12 +71,18 @@ def buckets(spark, records: int | None) -> int:
 def task_slots(spark) -> int:
     """How many tasks the session runs at once: a local master's thread count, else
     Spark's default parallelism (a cluster's executor cores unless set otherwise)."""
-    master = spark.sparkContext.master
-    if master.startswith("local"):
-        inner = master[master.find("[") + 1:master.find("]")].split(",")[0] \
-            if "[" in master else "1"
-        return int(inner) if inner.isdigit() else (os.cpu_count() or 1)
-    return spark.sparkContext.defaultParallelism
+    return local_threads(spark.sparkContext.master) or spark.sparkContext.defaultParallelism
+
+
+def local_threads(master: str) -> int | None:
+    """The threads of a local master (``local``, ``local[N]``, ``local[*]``,
+    ``local[N,F]``); None for any other."""
+    if master == "local":
+        return 1
+    if not master.startswith("local["):
+        return None
+    n = master[len("local["):master.find("]")].split(",")[0]
+    return int(n) if n.isdigit() else (os.cpu_count() or 1)
 
 
 def row_group_tasks(path: str, n: int, groups: list[int] | None = None) -> list[tuple[str, list[int]]]:
