@@ -138,8 +138,8 @@ def run_child(mode: str, path: str, master: str, driver_memory: str, warm: bool)
         r = check(spark, path)
         out["check-s"] = time.monotonic() - t
         first = stage_metrics(spark)
-        out["phases"] = phases([m for m in first
-                                if m["stage"] not in {x["stage"] for x in started}])
+        session_stages = {m["stage"] for m in started}
+        out["phases"] = phases([m for m in first if m["stage"] not in session_stages])
         if warm:
             t = time.monotonic()
             check(spark, path)

@@ -155,14 +155,22 @@ def packed_rows(batches: Iterator[Any], t0: int, bucket_ns: int) -> Iterator[tup
     rows = rows.take(order).drop_columns(["key"])
     starts = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist()]
     for a, b in zip(starts, [*starts[1:], len(codes)]):
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, rows.schema) as w:
-            w.write_table(rows.slice(a, b - a))
-        yield enc.dictionary[int(codes[a])].as_py(), sink.getvalue().to_pybytes()
+        yield enc.dictionary[int(codes[a])].as_py(), ipc_stream(rows.slice(a, b - a))
+
+
+def ipc_stream(data) -> bytes:
+    """A table or record batch as one Arrow IPC stream."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, data.schema) as w:
+        w.write(data)
+    return sink.getvalue().to_pybytes()
 
 
 def unpack_rows(blobs: list[bytes]):
-    """One key's rows from the Arrow IPC streams :func:`packed_rows` made."""
+    """One table from Arrow IPC streams (:func:`ipc_stream`'s): a key's rows from those
+    :func:`packed_rows` made, a bucket's records from those of the first shuffle."""
     import pyarrow as pa
 
     return pa.concat_tables([pa.ipc.open_stream(b).read_all() for b in blobs])

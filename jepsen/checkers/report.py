@@ -82,7 +82,7 @@ def check(source: str | os.PathLike[str] | Iterable[Op], *, spark: Any = None,
     else:
         from jepsen.checkers import spark as sp
 
-        source = source if sp._is_frame(source) else sp.parquet_source(source)
+        source = sp.parquet_source(source)
         with (sp.StageProgress(spark) if progress else _Null()):
             with sp.phase(spark, "read history"):
                 by_f = sp.f_counts(spark, source)

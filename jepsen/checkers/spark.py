@@ -175,7 +175,7 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
         # without it would fork theirs from a second daemon, started and paid apart
         spark.sparkContext.environment["SPARK_SIMPLIFIED_TRACEBACK"] = "1"
     if start_workers:
-        _start_workers(spark, cores or spark.sparkContext.defaultParallelism)
+        _start_workers(spark, spark_queue.task_slots(spark))
     return spark
 
 
@@ -668,14 +668,12 @@ def flats_at(spark, source, pairs: Iterable[tuple[int, int | None]]) -> list[Fla
     return [fl for fl in flatten(ops) if fl.i_index in wanted]
 
 
-def f_counts(spark, source) -> dict[str, int]:
-    """How many records each ``f`` has: Python tasks over a Parquet path's row groups
-    (its ``f`` column only), or one aggregation of a frame."""
+def f_counts(spark, path: str) -> dict[str, int]:
+    """How many records each ``f`` of a Parquet history has: Python tasks over its row
+    groups, the ``f`` column only."""
     from jepsen.checkers import spark_queue
 
-    if _is_frame(source):
-        return {r[0]: int(r[1]) for r in source.groupBy("f").count().collect()}
-    tasks = spark_queue.row_group_tasks(source, spark_queue.task_slots(spark))
+    tasks = spark_queue.row_group_tasks(path, spark_queue.task_slots(spark))
     counts: dict[str, int] = {}
     for f, n in spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(
             _f_counts).collect():

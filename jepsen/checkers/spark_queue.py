@@ -123,16 +123,7 @@ def _bucket_blobs(batches, n: int) -> Iterator[tuple[int, bytes]]:
         b = b.take(pa.array(order))
         for i in range(n):
             if bounds[i + 1] > bounds[i]:
-                yield i, _ipc(b.slice(bounds[i], bounds[i + 1] - bounds[i]))
-
-
-def _ipc(batch) -> bytes:
-    import pyarrow as pa
-
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as w:
-        w.write_batch(batch)
-    return sink.getvalue().to_pybytes()
+                yield i, queue_rows.ipc_stream(b.slice(bounds[i], bounds[i + 1] - bounds[i]))
 
 
 def _file_blobs(tasks, n: int) -> Iterator[tuple[int, bytes]]:
@@ -163,11 +154,9 @@ def record_blobs(spark, source, n: int):
 def _packed(pairs, t0: int, bucket_ns: int) -> Iterator[tuple[str, bytes]]:
     """A bucket's records (all of each of its processes) as ``queue_rows.packed_rows``
     makes them: ``(key, rows)`` pairs, and ``(STATS_KEY + f, statistics part)``."""
-    import pyarrow as pa
-
-    streams = [pa.ipc.open_stream(data).read_all() for _, data in pairs]
+    streams = [data for _, data in pairs]
     if streams:
-        yield from queue_rows.packed_rows(iter(pa.concat_tables(streams).to_batches()),
+        yield from queue_rows.packed_rows(iter(queue_rows.unpack_rows(streams).to_batches()),
                                           t0, bucket_ns)
 
 
