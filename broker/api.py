@@ -38,6 +38,7 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "DescribeClientQuotas": (0, 1), "AlterClientQuotas": (0, 1),
     "AddRaftVoter": (0, 0), "RemoveRaftVoter": (0, 0),
 }
+VOTER_CHANGES = frozenset({"AddRaftVoter", "RemoveRaftVoter"})
 # Describe too: answered from the controller's image, it sees a change the moment it commits.
 FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "AlterConfigs",
              "DescribeQuorum", "DescribeUserScramCredentials", "AlterUserScramCredentials",
@@ -57,12 +58,17 @@ class BrokerApi:
     def __init__(self, config: ServerConfig, cluster_id: str, metadata: MetadataListener,
                  data_path: DataPath, channel: ControllerChannel, nursery: trio.Nursery,
                  groups=None, coordinators=None, broker_epoch=lambda: -1, ready: trio.Event | None = None,
-                 transactions=None, producer_ids: ProducerIdAllocator | None = None):
+                 transactions=None, producer_ids: ProducerIdAllocator | None = None,
+                 voter_channel: ControllerChannel | None = None):
         self.config = config
         self.cluster_id = cluster_id
         self.metadata = metadata
         self.data = data_path
         self.channel = channel
+        # AddRaftVoter and RemoveRaftVoter wait at the controller until the new voter set
+        # commits (a new voter first catches up, up to the request's timeout_ms): on a
+        # connection of their own, the forwarded requests behind them are not held up.
+        self.voter_channel = voter_channel or channel
         self.nursery = nursery
         self.groups = groups  # GroupCoordinatorService
         self.coordinators = coordinators  # CoordinatorLocator
@@ -361,7 +367,8 @@ class BrokerApi:
 
     async def forward(self, api: str, version: int, body: dict) -> dict:
         try:
-            return await self.channel.request(api, version, body, timeout_s=_timeout_s(body))
+            channel = self.voter_channel if api in VOTER_CHANGES else self.channel
+            return await channel.request(api, version, body, timeout_s=_timeout_s(body))
         except ControllerUnavailable as exc:
             log.info("forwarding %s failed: %s", api, exc)
             return _forward_error(api, body, version)

@@ -55,6 +55,8 @@ class ControllerChannel:
                 leader = self._leader_fn()
                 address = self.controllers.get(leader)
                 if address is not None:
+                    # What the caller hears if its deadline passes during this send.
+                    last = f"controller {leader} did not answer within {timeout_s:g}s"
                     try:
                         response = await self._send(leader, address, api, version, body, min(timeout_s, 15.0))
                         if response is None:
@@ -79,8 +81,10 @@ class ControllerChannel:
         async def ask(done: trio.CancelScope) -> None:
             nonlocal answer, failure
             try:  # caught here, in its task: nothing but cancellation crosses the nursery
+                # A request that timed out is still queued at the controller, and a
+                # connection's answers come in order: what follows goes on a new connection.
                 answer = await self.client.request(address.host, address.port, api, version, body,
-                                                   timeout_s=timeout_s)
+                                                   timeout_s=timeout_s, close_on_timeout=True)
             except NodeUnavailable as exc:
                 failure = exc
             done.cancel()

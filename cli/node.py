@@ -240,9 +240,18 @@ class Node:
     async def _start_broker(self, nursery: trio.Nursery, client) -> None:
         config = self.config
         self.replicas = ReplicaManager(config.node_id, config)
-        channel = ControllerChannel(client("controller"), self.voters, lambda: self.metadata.leader.leader_id)
-        self.metadata.leader_subscribers.append(channel.on_leader_change)
-        self.lifecycle = BrokerLifecycle(config, self.cluster_id, channel, self.metadata,
+        # Channels to the active controller, each on a connection of its own, as Kafka's
+        # broker keeps "heartbeat", "alter-partition" and "forwarding" channel managers: a
+        # controller answers a connection's requests in order, so a forwarded request that
+        # waits long (an AddRaftVoter waiting up to its timeout_ms for the new voter to catch
+        # up) held every heartbeat queued behind it until the broker was fenced.
+        def controller_channel(purpose: str) -> ControllerChannel:
+            made = ControllerChannel(client(purpose), self.voters, lambda: self.metadata.leader.leader_id)
+            self.metadata.leader_subscribers.append(made.on_leader_change)
+            return made
+
+        channel = controller_channel("forwarding")
+        self.lifecycle = BrokerLifecycle(config, self.cluster_id, controller_channel("heartbeat"), self.metadata,
                                          offline_log_dirs=lambda: self.replicas.offline_log_dirs)
         data = self.data_path = DataPath(
             self.replicas, sendfile=config["kraft.fetch.sendfile.enable"],
@@ -278,7 +287,8 @@ class Node:
             TRANSACTION_KEY_TYPE: (TXN_STATE_TOPIC, transactions.partition_for)})
         api = BrokerApi(config, self.cluster_id, self.metadata, data, channel, nursery, groups=groups,
                         coordinators=coordinators, broker_epoch=lambda: self.lifecycle.broker_epoch,
-                        ready=self.ready, transactions=transactions, producer_ids=producer_ids)
+                        ready=self.ready, transactions=transactions, producer_ids=producer_ids,
+                        voter_channel=controller_channel("voter-changes"))
         await nursery.start(groups.run)
         await nursery.start(transactions.run)
         limits = ConnectionLimits.from_config(config)
@@ -306,7 +316,7 @@ class Node:
         nursery.start_soon(self.replicas.run_epoch_checkpoints)
         nursery.start_soon(self.replicas.run_cleaner)
         nursery.start_soon(fetchers.run)
-        nursery.start_soon(self._send_isr_proposals, channel)
+        nursery.start_soon(self._send_isr_proposals, controller_channel("alter-partition"))
 
     async def _become_ready(self) -> None:
         """Hand the metadata image to the replica manager only once this broker has caught up

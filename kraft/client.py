@@ -42,6 +42,11 @@ class NodeUnavailable(Exception):
     """The peer could not be reached, the connection broke, or the request timed out."""
 
 
+class RequestTimedOut(NodeUnavailable):
+    """No answer within the request's timeout; the connection is still open (and the
+    request may still be queued at the peer)."""
+
+
 class PeerGone(NodeUnavailable):
     """Nothing listens at the peer's address any more: it refused the connection, or closed
     (or reset) it with requests outstanding.  Unlike a timeout (a slow peer, a network
@@ -180,7 +185,7 @@ class Connection:
                 result = await recv.receive()
         except trio.TooSlowError:
             self._waiters.pop(corr, None)
-            raise NodeUnavailable(f"{api} to {self.host}:{self.port} timed out after {timeout_s}s") from None
+            raise RequestTimedOut(f"{api} to {self.host}:{self.port} timed out after {timeout_s}s") from None
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             self._waiters.pop(corr, None)
             self.closed = True
@@ -238,13 +243,25 @@ class KafkaClient:
             event.set()
 
     async def request(self, host: str, port: int, api: str, version: int, body: dict,
-                      timeout_s: float = 30.0, *, expect_response: bool = True) -> dict | None:
+                      timeout_s: float = 30.0, *, expect_response: bool = True,
+                      close_on_timeout: bool = False) -> dict | None:
         """Send one request and wait for its response body (a dict).
 
-        Raises NodeUnavailable on connect failure, broken connection or timeout.
+        Raises NodeUnavailable on connect failure, broken connection or timeout
+        (RequestTimedOut).  ``close_on_timeout``: a request that timed out closes its
+        connection, as Kafka's NetworkClient does: a peer answers a connection's requests in
+        order, so whatever is sent after it on that connection would wait behind it.
         """
         conn = await self._connection(host, port)
-        return await conn.request(api, version, body, timeout_s, expect_response=expect_response)
+        try:
+            return await conn.request(api, version, body, timeout_s, expect_response=expect_response)
+        except RequestTimedOut:
+            if close_on_timeout:
+                if self._connections.get((host, port)) is conn:
+                    del self._connections[(host, port)]
+                conn.closed = True  # nothing more is sent on it
+                self.nursery.start_soon(conn.aclose)
+            raise
 
     def disconnect(self, host: str, port: int) -> None:
         conn = self._connections.pop((host, port), None)
