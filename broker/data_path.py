@@ -409,7 +409,8 @@ class DataPath:
             # fetcher reads them), and an empty aborted-transaction list for a partition it
             # does not know (null beside the others).
             resp["error_code"] = int(code)
-            if code in (ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER):
+            if code in (ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        ErrorCode.NOT_LEADER_OR_FOLLOWER):
                 resp["aborted_transactions"] = []
             if not is_follower:
                 resp.update(high_watermark=-1, last_stable_offset=-1, log_start_offset=-1)

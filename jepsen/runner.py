@@ -37,7 +37,6 @@ Everything the run starts is killed at the end, whatever happened.
 from __future__ import annotations
 
 import logging
-import os
 import random
 import secrets
 import sys
@@ -46,7 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jepsen.history import INFO, INVOKE, OK, JsonlWriter, Op, write_parquet
+from jepsen.history import INFO, INVOKE, JsonlWriter, Op, write_parquet
 from jepsen.nemesis._schedule import DEFAULT_INTERVAL_S
 from jepsen.workloads.clients import invoke_bounded
 
@@ -417,7 +416,6 @@ def run_test(opts: TestOptions, spark: Any = None) -> RunResult:
     results: dict[str, Any] = {}
     error: str | None = None
     cluster = None
-    steps: list = []
     try:
         from jepsen import security
 
@@ -438,7 +436,6 @@ def run_test(opts: TestOptions, spark: Any = None) -> RunResult:
             recorder.stream_to(TopicWriter(cluster.bootstrap_servers, opts.history_topic,
                                            replication=rf))
         phase = _Phase(opts, hosts, cluster, workload, recorder, say, run_dir)
-        steps = phase.steps
         from kraft.trio_run import run_trio
         summary["drain"] = run_trio(phase.main)
         summary["ops-per-s"] = phase.ops_per_s
