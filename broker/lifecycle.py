@@ -30,10 +30,20 @@ log = logging.getLogger(__name__)
 METADATA_VERSION_RANGE = (1, 21)  # metadata.version feature levels this broker can read
 
 
+# How long every other controller must have been seen gone before a controlled shutdown
+# stops waiting for one (a leader that just moved is found well within it).
+QUORUM_GONE_GRACE_S = 1.0
+
+
 class BrokerLifecycle:
     def __init__(self, config: ServerConfig, cluster_id: str, channel: ControllerChannel,
-                 metadata: MetadataListener, offline_log_dirs: Callable[[], list[uuid.UUID]] = list):
+                 metadata: MetadataListener, offline_log_dirs: Callable[[], list[uuid.UUID]] = list,
+                 quorum_gone: Callable[[], bool] = lambda: False):
         self.config = config
+        # True while no other controller process is running (a combined node's Raft saw every
+        # other voter refuse its connections): then no controller can grant a controlled
+        # shutdown, and waiting for one only delays the exit.
+        self.quorum_gone = quorum_gone
         self.offline_log_dirs = offline_log_dirs
         self.cluster_id = cluster_id
         self.channel = channel
@@ -153,11 +163,31 @@ class BrokerLifecycle:
         if self.broker_epoch < 0:
             return
         self._want_shutdown = True
-        with trio.move_on_after(timeout_s):
-            while not self.shutdown_granted.is_set():
+        async with trio.open_nursery() as nursery:
+            async def ask() -> None:
                 try:
-                    await self._heartbeat()
+                    while not self.shutdown_granted.is_set():
+                        await self._heartbeat()
+                        if not self.shutdown_granted.is_set():
+                            await trio.sleep(0.1)
                 except ControllerUnavailable:
-                    return
-                if not self.shutdown_granted.is_set():
+                    pass
+                nursery.cancel_scope.cancel()
+
+            async def watch_quorum() -> None:
+                # Stopping every node of a combined cluster at once left the last one
+                # waiting out the whole timeout for controllers that had already exited.
+                gone_since = None
+                while True:
+                    now = trio.current_time()
+                    gone_since = (gone_since or now) if self.quorum_gone() else None
+                    if gone_since is not None and now - gone_since >= QUORUM_GONE_GRACE_S:
+                        log.info("no other controller is running: shutting down without the "
+                                 "controller's go-ahead")
+                        nursery.cancel_scope.cancel()
+                        return
                     await trio.sleep(0.1)
+
+            nursery.cancel_scope.deadline = trio.current_time() + timeout_s
+            nursery.start_soon(ask)
+            nursery.start_soon(watch_quorum)

@@ -252,7 +252,8 @@ class Node:
 
         channel = controller_channel("forwarding")
         self.lifecycle = BrokerLifecycle(config, self.cluster_id, controller_channel("heartbeat"), self.metadata,
-                                         offline_log_dirs=lambda: self.replicas.offline_log_dirs)
+                                         offline_log_dirs=lambda: self.replicas.offline_log_dirs,
+                                         quorum_gone=self._quorum_gone)
         data = self.data_path = DataPath(
             self.replicas, sendfile=config["kraft.fetch.sendfile.enable"],
             fetch_session_slots=config["max.incremental.fetch.session.cache.slots"])
@@ -332,6 +333,15 @@ class Node:
         await self.metadata.wait_for(lambda _image: self.lifecycle.ready_to_serve())
         log.info("ready: serving clients at metadata offset %d", self.metadata.image.offset)
         self.ready.set()
+
+    def _quorum_gone(self) -> bool:
+        """Every other voter refused this node's last request to it, the leader among them:
+        no controller is running to answer (every node of the cluster is stopping)."""
+        driver = self.driver
+        if not isinstance(driver, RaftDriver) or self.metadata.leader.leader_id == self.config.node_id:
+            return False
+        others = [v for v in self.voters if v != self.config.node_id]
+        return bool(others) and all(v in driver.gone_peers for v in others)
 
     async def _send_isr_proposals(self, channel: ControllerChannel) -> None:
         """Send the leaders' ISR changes to the controller, every pending one in one

@@ -1,4 +1,5 @@
-"""A broker's requests to the controller do not queue behind one another's.
+"""A broker's requests to the controller do not queue behind one another's, and do not
+wait for controllers that are gone.
 
 The controller answers a connection's requests in order.  When the broker's heartbeats,
 ISR changes and forwarded admin requests shared one connection, a forwarded request that
@@ -18,7 +19,7 @@ import threading
 import time
 import uuid
 
-from cluster_helpers import fast_overrides, request, start_cluster
+from cluster_helpers import active_controller, fast_overrides, request, start_cluster
 
 
 def _closed_port() -> int:
@@ -65,3 +66,20 @@ def test_a_long_forwarded_request_does_not_fence_the_broker(make_cluster):
     waiting.join(60)
     assert answer and answer["error_code"] != 0, answer  # refused in the end, as it should be
     assert node.process.poll() is None
+
+
+def test_a_node_whose_controllers_are_all_gone_stops_at_once(make_cluster):
+    """The other two combined nodes crashed (or were stopped first: Ctrl-C on a local
+    cluster stops all three together): the last node's controlled shutdown cannot be granted
+    by anyone, and it stops asking once it has seen every other controller refuse its
+    connections, instead of waiting out its 10 s (Kafka's broker waits up to 5 minutes)."""
+    cluster = start_cluster(make_cluster(controllers=3, brokers=0, overrides=fast_overrides()))
+    leader = active_controller(cluster)[0]
+    last = min(n for n in cluster.nodes if n != leader)  # a follower: it saw the leader go
+    others = [n for n in cluster.nodes if n != last]
+    for node_id in others:
+        cluster.kill(node_id)
+    started = time.monotonic()
+    assert cluster.stop(last) == 0
+    took = time.monotonic() - started
+    assert took < 5, f"stopping the last node took {took:.1f}s"
