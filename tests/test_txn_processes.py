@@ -132,10 +132,17 @@ def read_kafka_python(bootstrap: str, isolation: str, expected: int) -> list[byt
 
 
 def check_reads(bootstrap: str, committed: list[bytes], everything: list[bytes]) -> None:
-    assert read_confluent(bootstrap, "read_committed", len(committed)) == committed
-    assert read_kafka_python(bootstrap, "read_committed", len(committed)) == committed
-    assert read_confluent(bootstrap, "read_uncommitted", len(everything)) == everything
-    assert read_kafka_python(bootstrap, "read_uncommitted", len(everything)) == everything
+    """Both clients at both isolation levels, side by side: each read ends with
+    ``read_until_quiet``'s settling wait, and one after another those were most of a test."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    reads = [(read, isolation, expected) for isolation, expected in (("read_committed", committed),
+                                                                      ("read_uncommitted", everything))
+             for read in (read_confluent, read_kafka_python)]
+    with ThreadPoolExecutor(len(reads)) as pool:
+        got = list(pool.map(lambda r: r[0](bootstrap, r[1], len(r[2])), reads))
+    for (read, isolation, expected), values in zip(reads, got):
+        assert values == expected, (read.__name__, isolation)
 
 
 def write_scenario(w: Writer) -> tuple[int, list[bytes], list[bytes]]:
