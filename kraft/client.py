@@ -257,16 +257,22 @@ class KafkaClient:
             return await conn.request(api, version, body, timeout_s, expect_response=expect_response)
         except RequestTimedOut:
             if close_on_timeout:
-                if self._connections.get((host, port)) is conn:
-                    del self._connections[(host, port)]
-                conn.closed = True  # nothing more is sent on it
-                self.nursery.start_soon(conn.aclose)
+                self._close(conn)
             raise
 
     def disconnect(self, host: str, port: int) -> None:
-        conn = self._connections.pop((host, port), None)
+        conn = self._connections.get((host, port))
         if conn is not None:
-            self.nursery.start_soon(conn.aclose)
+            self._close(conn)
+
+    def _close(self, conn: Connection) -> None:
+        """Forget ``conn`` (unless a newer connection to its peer replaced it) and close it;
+        nothing more is sent on it from now on."""
+        key = (conn.host, conn.port)
+        if self._connections.get(key) is conn:
+            del self._connections[key]
+        conn.closed = True
+        self.nursery.start_soon(conn.aclose)
 
     async def aclose(self) -> None:
         for conn in list(self._connections.values()):

@@ -331,9 +331,7 @@ class FuzzSession:
         finally:
             self._drop(i)
 
-    def send_one(self, i: int, fz: "FuzzFrame | None" = None, probe_cid: int | None = None) -> str:
-        if fz is None:
-            fz, probe_cid = self.fuzzer.request(), self.fuzzer.next_correlation_id()
+    def send_one(self, i: int, fz: "FuzzFrame", probe_cid: int) -> str:
         probe = rpc.encode_request(PROBE_API, 0, probe_cid, {}, client_id="fuzz-probe")
         conn = self._connection(i)
         outcome = None
