@@ -276,8 +276,16 @@ class ReplicaManager:
             pass
 
     def publish(self, image: MetadataImage) -> None:
-        """A node's metadata subscriber: ``run_reconciler`` applies the newest image."""
-        self._published = image
+        """A node's metadata subscriber: ``run_reconciler`` applies the newest image.
+
+        An image that differs from the one applied only where the replicas never look (a
+        NoOpRecord's, twice a second) is taken as applied at once: waking the reconciler
+        and then the fetchers for it was most of what an idle broker did (issue 19)."""
+        last, self._published = self._published, image
+        if (last is self.image and not self._reconciling and image.topics_by_name is last.topics_by_name
+                and image.configs is last.configs and image.brokers is last.brokers):
+            self.image = image
+            return
         self._image_published.set()
 
     async def run_reconciler(self, step_ms: float = 20) -> None:

@@ -30,7 +30,7 @@ from metadata.snapshot import SnapshotPolicy
 log = logging.getLogger(__name__)
 
 # An inactive controller's tick only looks for a due snapshot (an idle node wakes less).
-INACTIVE_TICK_S = 0.5
+INACTIVE_TICK_S = 5.0  # an inactive controller's snapshots are due by commits; time alone rarely
 # The longest an active controller goes without a tick, whatever its deadlines say.
 ACTIVE_TICK_MAX_S = 1.0
 
@@ -46,7 +46,8 @@ class ControllerServer:
         self._activate_at: tuple[int, int] | None = None  # (epoch, end offset to reach)
         self._applied_end = 0
         self._leadership = trio.Event()  # replaced at every leadership change
-        self._activated = trio.Event()  # set when this controller becomes active
+        # set when this controller becomes active, or a commit made a snapshot due
+        self._inactive_wake = trio.Event()
         self._poked = trio.Event()  # set when the next tick may be due sooner (_until_tick_due)
         self.metadata_errors = 0  # MetadataErrorCount: records that landed where we did not count
 
@@ -63,8 +64,11 @@ class ControllerServer:
         else:
             self.controller.replay_encoded(batch.records, batch.last_offset)
         self._applied_end = batch.end_offset
-        self.snapshots.committed(sum(len(r) for r in batch.records), clock.monotonic_ms())
+        now = clock.monotonic_ms()
+        self.snapshots.committed(sum(len(r) for r in batch.records), now)
         self._maybe_activate()
+        if self.snapshots.due(now):
+            self._inactive_wake.set()
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
         self._leadership.set()
@@ -87,7 +91,7 @@ class ControllerServer:
             self._activate_at = None
             self.controller.on_leader_change(self.node_id, epoch, self.driver.node.log.end_offset)
             log.info("controller %d: active in epoch %d", self.node_id, epoch)
-            self._activated.set()
+            self._inactive_wake.set()
             now = clock.monotonic_ms()
             self.controller.start_sessions(now)
             recent = [n for n, at in getattr(self.driver, "gone_peers", {}).items()
@@ -127,7 +131,9 @@ class ControllerServer:
         if not result.records:
             return True
         try:
-            last, _ = self.driver.propose(list(result.values))
+            # A tick's lone NoOpRecord: its commit need not reach the followers at once.
+            quiet = all(r.name == "NoOpRecord" for r in result.records)
+            last, _ = self.driver.propose(list(result.values), quiet=quiet)
         except NotLeaderError:
             self.controller.resign()
             return False
@@ -188,8 +194,9 @@ class ControllerServer:
     async def run(self) -> None:
         """Ticks: session expiry (fencing), NoOpRecords, leader rebalance; snapshots.
 
-        An inactive controller only checks whether a snapshot is due, every
-        ``INACTIVE_TICK_S``, and ticks at once when it becomes active (its brokers got fresh
+        An inactive controller only writes a snapshot once a commit made one due (and looks
+        every ``INACTIVE_TICK_S`` for one due by time alone), and ticks at once when it
+        becomes active (its brokers got fresh
         sessions at activation: ``QuorumController.start_sessions``).  Nothing waits for a
         tick's records to commit (their effects are in the controller's working image
         already)."""
@@ -198,8 +205,8 @@ class ControllerServer:
                 await self._until_tick_due()
             else:
                 with trio.move_on_after(INACTIVE_TICK_S):
-                    await self._activated.wait()
-                self._activated = trio.Event()
+                    await self._inactive_wake.wait()
+                self._inactive_wake = trio.Event()
             if self.controller.is_active:
                 result = self.controller.tick(clock.monotonic_ms())
                 if result.records:

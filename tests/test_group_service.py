@@ -153,6 +153,32 @@ async def test_offsets_survive_a_coordinator_move(autojump_clock):
         nursery.cancel_scope.cancel()
 
 
+async def test_members_of_a_loaded_group_expire_on_time_with_no_request(autojump_clock):
+    """A coordinator that takes over a group expires its silent members when their sessions
+    end, though no request ever reaches it: an idle coordinator sleeps up to 10 s, so the
+    load itself must wake it (its groups' members have sessions from then on)."""
+    store = MemStore()
+    async with trio.open_nursery() as nursery:
+        first = await started(nursery, store)
+        a = (await call(first, "JoinGroup", 7, **join_fields(session_ms=3000)))["member_id"]
+        await call(first, "JoinGroup", 7, **join_fields(a, session_ms=3000))
+        await call(first, "SyncGroup", 5, group_id="g", generation_id=1, member_id=a,
+                   assignments=[{"member_id": a, "assignment": b"all"}])
+        part = first.partition_for("g")
+        second = GroupCoordinatorService(1, CONFIG, store, clock=lambda: int(trio.current_time() * 1000))
+        await nursery.start(second.run)
+        await trio.sleep(2)  # it has ticked, and found nothing to expire: it sleeps long now
+        first.on_resign(part)
+        second.on_become_leader(part)
+        while second.core.table.loading:
+            await trio.sleep(0.01)
+        assert a in second.core.table.groups["g"].members  # restored, its session starting now
+        await trio.sleep(4.5)  # the session (3 s) plus a tick or two
+        assert a not in second.core.table.groups["g"].members
+        assert not replay(store.records(part)).groups["g"].members  # and the log says so
+        nursery.cancel_scope.cancel()
+
+
 async def test_loading_answers_load_in_progress(autojump_clock):
     store = MemStore()
     store.logs[0].append(build_batch([group_record("x", None)]))

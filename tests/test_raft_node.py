@@ -484,6 +484,42 @@ def test_high_watermark_needs_an_entry_of_the_current_epoch():
     assert n.high_watermark == 4
 
 
+def test_a_quiet_batch_commits_without_answering_the_parked_fetches():
+    """KIP-595 long polls: a batch nobody waits on (the controller's NoOpRecord, proposed
+    ``quiet``) reaches each follower in one fetch answer; its commit does not answer the
+    parked fetches again, as Kafka's leader before KIP-1166 never does.  The followers
+    learn that high watermark with the next answer: the next batch's, or the wait's end.
+    Any other batch's commit answers them at once."""
+    c = Cluster()
+    leader = c.leader()
+    c.run(100)  # both followers' fetches parked at the leader
+    followers = [n for n in c.nodes.values() if n is not leader]
+
+    def answers():
+        return [e.message for e in c.sent if isinstance(e.message, FetchResponse)]
+
+    c.sent.clear()
+    quiet, _ = leader.propose([b"noop"], quiet=True)
+    c.deliver()
+    assert leader.high_watermark == quiet + 1
+    assert len(answers()) == 2 and all(a.records for a in answers())  # the batch, once each
+    assert all(f.high_watermark == quiet for f in followers)  # its commit: not yet told
+
+    c.sent.clear()
+    loud, _ = leader.propose([b"create topic"])
+    c.deliver()
+    assert leader.high_watermark == loud + 1
+    assert all(f.high_watermark == loud + 1 for f in followers)  # told at once
+    assert any(not a.records for a in answers())  # by answers carrying only the commit
+
+    c.sent.clear()
+    quiet, _ = leader.propose([b"noop"], quiet=True)
+    c.deliver()
+    assert all(f.high_watermark == quiet for f in followers)
+    c.run(leader.config.fetch_max_wait_ms + 20)  # the parked fetches' wait ends
+    assert all(f.high_watermark == quiet + 1 for f in followers)
+
+
 def test_leader_counts_only_its_fsynced_log_end():
     """KIP-595: the leader's own log end counts for the HW only once it is durable."""
     n = node(1, (1,))

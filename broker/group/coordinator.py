@@ -175,6 +175,10 @@ class GroupCoordinator:
         ``tick`` must expire (else only offsets retention, checked on its own interval)."""
         return any(group.members or group.pending_members for group in self.table.served())
 
+    def next_offsets_check_ms(self, now_ms: int) -> int:
+        """When ``tick`` next expires offsets (now, before its first call)."""
+        return now_ms if self._next_retention_check_ms is None else self._next_retention_check_ms
+
     def tick(self, now_ms: int) -> Output:
         """Expire sessions, pending members, join phases and (periodically) offsets."""
         out = Output()

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 # How often a coordinator with no member sessions and no join phase ticks (offsets
 # retention; a request wakes it at once).
 IDLE_TICK_S = 1.0
+IDLE_TICK_MAX_S = 10.0  # how long an idle coordinator sleeps at most (wall-clock jumps)
 
 GROUP_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch",
               "ListGroups", "DescribeGroups", "DeleteGroups", "OffsetDelete", "TxnOffsetCommit")
@@ -200,7 +201,9 @@ class GroupCoordinatorService:
                 if self.core.has_deadlines():
                     await trio.sleep(self.tick_interval_s)
                 else:  # nothing to expire but offsets: an idle node does not wake 20 times a second
-                    with trio.move_on_after(IDLE_TICK_S):
+                    now = self.clock()
+                    until_offsets_s = (self.core.next_offsets_check_ms(now) - now) / 1000
+                    with trio.move_on_after(max(IDLE_TICK_S, min(until_offsets_s, IDLE_TICK_MAX_S))):
                         await self._activity.wait()
                     self._activity = trio.Event()
                 nursery.start_soon(self.tick)
@@ -214,6 +217,7 @@ class GroupCoordinatorService:
     async def _load_logged(self, partition: int, token: int) -> None:
         try:
             await self.load_partition(partition, token)
+            self._activity.set()  # its groups' members have sessions to expire now
         except Exception:
             log.exception("broker %s: loading __consumer_offsets-%d failed; retrying", self.broker_id, partition)
             await trio.sleep(1)

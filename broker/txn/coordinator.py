@@ -292,6 +292,12 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ time
 
+    def next_tick_ms(self, now_ms: int) -> int:
+        """When ``tick`` next has something to do (now, before its first call)."""
+        if self._next_abort_check_ms is None:
+            return now_ms
+        return min(self._next_abort_check_ms, self._next_expire_check_ms)
+
     def tick(self, now_ms: int) -> list[Write]:
         """Abort timed-out transactions (every ``abort_timed_out_interval_ms``) and expire
         idle transactional ids (every ``remove_expired_interval_ms``)."""

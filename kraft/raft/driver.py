@@ -115,14 +115,14 @@ class RaftDriver:
     def high_watermark(self) -> int:
         return self.node.high_watermark
 
-    def propose(self, records) -> tuple[int, int]:
+    def propose(self, records, quiet: bool = False) -> tuple[int, int]:
         """Append records on the leader: (offset of the last one, epoch).
 
         Raises NotLeaderError on any other node.  The records are durable and replicated
-        once ``wait_committed`` for that offset returns.
+        once ``wait_committed`` for that offset returns.  ``quiet``: see ``RaftNode.propose``.
         """
         self._tick()
-        result = self.node.propose(records)
+        result = self.node.propose(records, quiet=quiet)
         self.metrics.proposed(result[0], time.monotonic())
         self._drain()
         return result

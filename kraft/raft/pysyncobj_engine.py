@@ -269,11 +269,12 @@ class PySyncObjEngine:
     def high_watermark(self) -> int:
         return self.committed_offset
 
-    def propose(self, records) -> tuple[int, int]:
+    def propose(self, records, quiet: bool = False) -> tuple[int, int]:
         """Append records on the leader: (offset of the last one, epoch).
 
         The batch lands exactly at ``node.log.end_offset`` or not at all.  Raises
-        NotLeaderError on any other node.
+        NotLeaderError on any other node.  ``quiet`` changes nothing here: pysyncobj
+        tells its followers every commit.
         """
         if not self.is_leader:
             raise NotLeaderError(self.leader)
