@@ -176,6 +176,9 @@ class FetchRequest:
     observer: bool = False
     high_watermark: int = -1  # KIP-1166: what the fetcher knows; -1 = not sent
     directory_id: uuid.UUID | None = None  # the fetcher's metadata directory (KIP-853)
+    # How long the leader may park it (Kafka's followers send 500); 0 or less: the leader's
+    # own ``fetch_max_wait_ms``.
+    max_wait_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)

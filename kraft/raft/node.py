@@ -914,7 +914,8 @@ class RaftNode:
                 old = self._parked.pop(req.replica_id, None)
                 if old is not None:
                     self._answer_fetch(old[0], park=False, fresh=False)
-                self._parked[req.replica_id] = (env, self._now + self.config.fetch_max_wait_ms)
+                wait = req.max_wait_ms if req.max_wait_ms > 0 else self.config.fetch_max_wait_ms
+                self._parked[req.replica_id] = (env, self._now + wait)
                 return
             response = dict(records=records)
         self._reply(env, FetchResponse(Errors.NONE, self.leader, self.high_watermark,
@@ -1049,7 +1050,8 @@ class RaftNode:
         last = self.log.last
         request = FetchRequest(self.id, self.epoch, last.offset, last.epoch,
                                observer=not self._takes_part, high_watermark=self.high_watermark,
-                               directory_id=self.config.directory_id)
+                               directory_id=self.config.directory_id,
+                               max_wait_ms=self.config.fetch_max_wait_ms)
         self._fetch_cid = self._send_request(target, request, after_persist=True)
 
     def _on_FetchResponse(self, env: Envelope, resp: FetchResponse) -> None:

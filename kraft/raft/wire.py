@@ -87,7 +87,7 @@ def request_to_wire(msg, cluster_id: str | None) -> tuple[str, int, dict]:
             "preferred_successors": list(msg.preferred_successors)})}
     elif isinstance(msg, m.FetchRequest):
         body = {"cluster_id": cluster_id, "replica_state": {"replica_id": msg.replica_id, "replica_epoch": -1},
-                "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 0x7FFFFFFF,
+                "max_wait_ms": msg.max_wait_ms, "min_bytes": 0, "max_bytes": 0x7FFFFFFF,
                 "topics": [{"topic_id": METADATA_TOPIC_ID, "partitions": [{
                     "partition": 0, "current_leader_epoch": msg.current_leader_epoch,
                     "fetch_offset": msg.fetch_offset, "last_fetched_epoch": msg.last_fetched_epoch,
@@ -123,7 +123,8 @@ def request_from_wire(api: str, body: dict, voters) -> tuple[int, object]:
         replica = body["replica_state"]["replica_id"]
         return replica, m.FetchRequest(replica, p["current_leader_epoch"], p["fetch_offset"],
                                        p["last_fetched_epoch"], observer=replica not in voters,
-                                       directory_id=_directory(p.get("replica_directory_id")))
+                                       directory_id=_directory(p.get("replica_directory_id")),
+                                       max_wait_ms=body["max_wait_ms"])
     if api == "FetchSnapshot":
         p = _only_partition(body, "topics", "name")
         sid = p["snapshot_id"]
