@@ -309,6 +309,7 @@ class Node:
                                          partition_max_bytes=config["replica.fetch.max.bytes"],
                                          wait_max_ms=config["replica.fetch.wait.max.ms"],
                                          min_bytes=config["replica.fetch.min.bytes"],
+                                         backoff_s=config["replica.fetch.backoff.ms"] / 1000,
                                          broker_epoch=lambda: self.lifecycle.broker_epoch)
         nursery.start_soon(self.lifecycle.run)
         nursery.start_soon(self._become_ready)

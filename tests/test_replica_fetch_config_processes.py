@@ -46,3 +46,49 @@ def test_the_defaults_answer_a_follower_at_once(make_cluster):
     cluster = start_cluster(make_cluster(controllers=3, overrides=fast_overrides()))
     times = acks_all_times(cluster, 4)
     assert sum(times[1:]) < 1.0, times
+
+
+def test_a_follower_whose_leader_is_gone_retries_every_replica_fetch_backoff_ms(make_cluster):
+    """``replica.fetch.backoff.ms``: a follower whose fetch failed waits that long before it
+    asks again (Kafka's default 1,000 ms), not in a tight loop.  The leader of a partition is
+    SIGKILLed while its session lasts (it is not fenced yet, so the followers keep asking
+    it); a listener on its port counts their connections."""
+    import socket
+
+    from cluster_helpers import active_controller, request, wait_until
+
+    backoff_ms, window_s = 1500, 4.5
+    cluster = start_cluster(make_cluster(controllers=3, overrides=fast_overrides(**{
+        "replica.fetch.backoff.ms": backoff_ms, "broker.session.timeout.ms": 30000,
+        "kraft.broker.session.disconnect.timeout.ms": 30000})))
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(TOPIC, 3, 3)])[TOPIC].result(60)
+    controller = active_controller(cluster)[0]
+
+    def leaders():
+        b = cluster.brokers[0]
+        md = request(b.host, b.broker_port, "Metadata", 12, {"topics": [{"name": TOPIC}]})
+        return {p["leader_id"] for p in md["topics"][0]["partitions"]}
+
+    wait_until(lambda: -1 not in leaders() and leaders() - {controller}, what="a leader other than the controller")
+    victim = cluster.nodes[min(leaders() - {controller})]
+    cluster.kill(victim.node_id)
+    listener = socket.create_server((victim.host, victim.broker_port), reuse_port=False)
+    listener.settimeout(0.2)
+    connections = 0
+    end = time.monotonic() + window_s
+    try:
+        while time.monotonic() < end:
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            connections += 1
+            conn.close()  # the fetch fails: the follower backs off
+    finally:
+        listener.close()
+    # Two followers, each asking once per backoff (1.5 s) and once at once: 8 at most in
+    # 4.5 s.  Without the backoff read from the config (200 ms) it was about 40.
+    assert 2 <= connections <= 8, connections
