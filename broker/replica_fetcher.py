@@ -35,6 +35,10 @@ log = logging.getLogger(__name__)
 FETCH_VERSION = 15
 # Beyond a fetch's own wait (replica.fetch.wait.max.ms), how long its answer may take.
 ANSWER_TIMEOUT_S = 10
+# After an answer with errors for some partitions: Kafka holds back only those partitions
+# for replica.fetch.backoff.ms and goes on fetching the others; this loop fetches them all
+# together, so it waits this much at most, not the whole backoff.
+PARTIAL_ERROR_BACKOFF_S = 0.2
 
 
 class _PositionsView:
@@ -73,7 +77,7 @@ class ReplicaFetcherManager:
         self.listener_name = listener_name
         self.fetch_max_bytes = fetch_max_bytes
         self.partition_max_bytes = partition_max_bytes
-        self.backoff_s = backoff_s
+        self.backoff_s = backoff_s  # replica.fetch.backoff.ms: after a fetch that failed
         # replica.fetch.wait.max.ms and replica.fetch.min.bytes: the leader answers a fetch
         # once it has min_bytes for it or wait_max_ms has passed (an idle follower asks
         # 1000 / wait_max_ms times a second per leader; acks=all waits for min_bytes too).
@@ -144,7 +148,7 @@ class ReplicaFetcherManager:
                     session.reset()
                     raise
                 if not progressed:
-                    await trio.sleep(self.backoff_s)
+                    await trio.sleep(min(self.backoff_s, PARTIAL_ERROR_BACKOFF_S))
         finally:
             # By identity: sets compare by value, and list.remove took another loop's empty
             # set, after which this loop's own remove raised and took the node down.
