@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
@@ -50,15 +49,26 @@ print(json.dumps(got))
 
 
 def run_child(tmp_path, **env) -> dict:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     out = subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path)], cwd=REPO,
                          env={**os.environ, **env}, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("preload", ["on", "off"])
-def test_workers_fork_from_a_daemon_that_imported_the_checkers(tmp_path, preload):
-    got = run_child(tmp_path, JEPSEN_SPARK_PRELOAD=preload)
+def test_workers_fork_from_a_daemon_that_imported_the_checkers(tmp_path):
+    """Both settings, each in a session of its own, run side by side (each is mostly a JVM
+    starting)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        runs = {preload: pool.submit(run_child, tmp_path / preload, JEPSEN_SPARK_PRELOAD=preload)
+                for preload in ("on", "off")}
+        for preload, run in runs.items():
+            check_daemon(run.result(), preload)
+
+
+def check_daemon(got: dict, preload: str) -> None:
     # spark_session ran one task per core before returning the session: the RDD jobs'
     # daemon was already up
     assert got["rdd"]["started_with_session"]
