@@ -29,8 +29,9 @@ from metadata.snapshot import SnapshotPolicy
 
 log = logging.getLogger(__name__)
 
-# An inactive controller's tick only looks for a due snapshot (an idle node wakes less).
-INACTIVE_TICK_S = 5.0  # an inactive controller's snapshots are due by commits; time alone rarely
+# An inactive controller wakes when a commit makes a snapshot due; this often at most, for
+# one due by time alone (metadata.log.max.snapshot.interval.ms, an hour by default).
+INACTIVE_TICK_S = 5.0
 # The longest an active controller goes without a tick, whatever its deadlines say.
 ACTIVE_TICK_MAX_S = 1.0
 
@@ -196,8 +197,8 @@ class ControllerServer:
 
         An inactive controller only writes a snapshot once a commit made one due (and looks
         every ``INACTIVE_TICK_S`` for one due by time alone), and ticks at once when it
-        becomes active (its brokers got fresh
-        sessions at activation: ``QuorumController.start_sessions``).  Nothing waits for a
+        becomes active (its brokers got fresh sessions at activation:
+        ``QuorumController.start_sessions``).  Nothing waits for a
         tick's records to commit (their effects are in the controller's working image
         already)."""
         while True:
