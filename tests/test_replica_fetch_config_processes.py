@@ -6,9 +6,10 @@ with the defaults (500 ms, 1 byte) it takes milliseconds."""
 
 from __future__ import annotations
 
+import socket
 import time
 
-from cluster_helpers import fast_overrides, start_cluster
+from cluster_helpers import active_controller, fast_overrides, request, start_cluster, wait_until
 
 WAIT_MS = 1500
 TOPIC = "slow-followers"
@@ -53,15 +54,11 @@ def test_a_follower_whose_leader_is_gone_retries_every_replica_fetch_backoff_ms(
     asks again (Kafka's default 1,000 ms), not in a tight loop.  The leader of a partition is
     SIGKILLed while its session lasts (it is not fenced yet, so the followers keep asking
     it); a listener on its port counts their connections."""
-    import socket
-
-    from cluster_helpers import active_controller, request, wait_until
-
     backoff_ms, window_s = 1500, 4.5
     cluster = start_cluster(make_cluster(controllers=3, overrides=fast_overrides(**{
         "replica.fetch.backoff.ms": backoff_ms, "broker.session.timeout.ms": 30000,
         "kraft.broker.session.disconnect.timeout.ms": 30000})))
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # as the other tests here: imported when run
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic(TOPIC, 3, 3)])[TOPIC].result(60)
