@@ -198,9 +198,8 @@ class ControllerServer:
         An inactive controller only writes a snapshot once a commit made one due (and looks
         every ``INACTIVE_TICK_S`` for one due by time alone), and ticks at once when it
         becomes active (its brokers got fresh sessions at activation:
-        ``QuorumController.start_sessions``).  Nothing waits for a
-        tick's records to commit (their effects are in the controller's working image
-        already)."""
+        ``QuorumController.start_sessions``).  Nothing waits for a tick's records to commit
+        (their effects are in the controller's working image already)."""
         while True:
             if self.controller.is_active:
                 await self._until_tick_due()
