@@ -52,6 +52,7 @@ from kraft.protocol import rpc
 from kraft.protocol.error_codes import ErrorCode
 from kraft.protocol.errors import ProtocolError, UnsupportedVersion
 from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder
+from kraft.protocol.produce_template import ProduceTemplates
 from kraft.server_config import ListenError
 
 if TYPE_CHECKING:
@@ -119,6 +120,9 @@ class KafkaConnection:
         self._sendfile = can_sendfile(stream)
         self.connection_id = _connection_id(stream)
         self._on_close = on_close  # told this connection's id once it is closed
+        # Alike Produce requests and answers decoded and encoded from templates
+        # (kraft.protocol.produce_template): a producer's pipeline of one-record requests.
+        self._templates = ProduceTemplates()
 
     def authenticated(self) -> None:
         """SASL is done: from now on every frame is an ordinary request."""
@@ -189,11 +193,23 @@ class KafkaConnection:
                         return
                 await trio.sleep(left)
 
+    def _decode(self, payload: bytes) -> rpc.Request:
+        """The request ``payload`` holds (decode_request's errors), from a template when it
+        matches one."""
+        templates = self._templates
+        if templates.requests:
+            request = templates.decode(payload, self.principal, self.peer, self.connection_id)
+            if request is not None:
+                return request
+        request = rpc.decode_request(payload, self.supported, self.principal, self.peer, self.connection_id)
+        if request.api == "Produce":
+            templates.learn(request)
+        return request
+
     async def _handle_frame(self, payload: bytes, answers: trio.MemorySendChannel) -> bool:
         """Handle one request; False closes the connection."""
         try:
-            request = rpc.decode_request(payload, self.supported, self.principal, self.peer,
-                                         self.connection_id)
+            request = self._decode(payload)
         except UnsupportedVersion as exc:
             if exc.api_key == rpc.API_KEYS["ApiVersions"]:
                 top = (self.supported or {}).get(exc.api_key) or rpc.codec.versions_of("ApiVersions")
@@ -251,8 +267,7 @@ class KafkaConnection:
             payload = self.decoder.next_frame()
             size += len(payload)
             try:
-                request = rpc.decode_request(payload, self.supported, self.principal, self.peer,
-                                             self.connection_id)
+                request = self._decode(payload)
             except ProtocolError:
                 undecoded = payload
                 break
@@ -311,6 +326,10 @@ class KafkaConnection:
         the error answer when ``body`` cannot be encoded, or None when neither can (the
         connection must close)."""
         try:
+            if request.api == "Produce":
+                answer = self._templates.encode(request.version, request.header.correlation_id, body)
+                if answer is not None:
+                    return answer
             return _encode(request, body)
         except Exception as exc:
             return self._failed(request, "encoding the answer to", exc)
