@@ -28,13 +28,15 @@ from kraft.protocol.rpc import Request, RequestHeader, request_header_version
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_INDEX_AND_SIZE = struct.Struct(">ii")  # a partition's index and its records' size, not flexible
 _PRODUCE_API_KEY = 0
 
 
 class ProduceRequestTemplate:
     """The bytes every request of the template has, around its partition index and records."""
 
-    __slots__ = ("head", "version", "prefix", "compact", "suffix", "body", "topic", "partition", "client_id")
+    __slots__ = ("head", "version", "prefix", "index_at", "compact", "suffix", "body", "topic", "partition",
+                 "client_id")
 
     @classmethod
     def of(cls, request: Request) -> ProduceRequestTemplate | None:
@@ -67,6 +69,7 @@ class ProduceRequestTemplate:
         self = cls()
         self.head, self.version = header[:4], version
         self.prefix = header[8:] + encoded[:len(encoded) - len(tail)]
+        self.index_at = 8 + len(self.prefix)
         self.compact = compact
         self.suffix = suffix
         self.body, self.topic, self.partition = body, topic, partition
@@ -78,20 +81,26 @@ class ProduceRequestTemplate:
         arguments) when it matches the template, else None."""
         if not (payload.startswith(self.head) and payload.startswith(self.prefix, 8)):
             return None
-        pos = 8 + len(self.prefix)
+        at = self.index_at
         end = len(payload) - len(self.suffix)
-        try:
-            index = _I32.unpack_from(payload, pos)[0]
-            pos += 4
-            if self.compact:
-                reader = Reader(payload, pos, end)
-                size = reader.uvarint() - 1
-                pos = reader.pos
-            else:
-                size = _I32.unpack_from(payload, pos)[0]
-                pos += 4
-        except (MalformedMessage, struct.error):
+        if end < at + 5:
             return None
+        if self.compact:
+            index = _I32.unpack_from(payload, at)[0]
+            pos = at + 5
+            size = payload[at + 4] - 1
+            if size >= 0x7F:  # not a one-byte varint: read it whole
+                reader = Reader(payload, at + 4, end)
+                try:
+                    size = reader.uvarint() - 1
+                except MalformedMessage:
+                    return None
+                pos = reader.pos
+        else:
+            if end < at + 8:
+                return None
+            index, size = _INDEX_AND_SIZE.unpack_from(payload, at)
+            pos = at + 8
         if size < 0 or pos + size != end or not payload.endswith(self.suffix):
             return None
         partition = dict(self.partition, index=index, records=payload[pos:end])
@@ -111,52 +120,73 @@ class ProduceAnswerTemplate:
     """A framed one-partition Produce answer; ``encode`` patches in the correlation id, the
     partition's index and its offsets of another answer of the same shape (``_shape``)."""
 
-    __slots__ = ("frame", "places")
+    __slots__ = ("frame", "places", "result_at", "result_struct")
 
     @classmethod
     def of(cls, version: int, body: dict) -> ProduceAnswerTemplate | None:
-        if _shape(body) is None:
+        if _shape(version, body) is None:
             return None
         (topic,) = body["responses"]
         marked = dict(topic["partition_responses"][0], **{name: mark for name, (mark, _) in _MARKS.items()})
         frame = rpc.encode_response("Produce", version, 0, dict(body, responses=[
             dict(topic, partition_responses=[marked])]))
-        places = []
+        places = {}
         for name, (mark, packer) in _MARKS.items():
             packed = packer.pack(mark)
             at = frame.find(packed)  # not found: not in this version (log_start_offset before v5)
             if at != frame.rfind(packed):
                 return None
             if at >= 0:
-                places.append((name, packer, at))
-        if not any(name == "base_offset" for name, _, _ in places):
+                places[name] = at
+        if "base_offset" not in places:
             return None
         self = cls()
-        self.frame, self.places = bytearray(frame), places
+        self.frame, self.places = bytearray(frame), [(name, _MARKS[name][1], at) for name, at in places.items()]
+        # The result's fields one after the other (every version since v2): one pack for all.
+        self.result_at, self.result_struct = None, None
+        at = places.get("index", -1)
+        found = [places.get(name) for name in _RESULT_FIELDS]
+        if found == [at, at + 6, at + 14, at + 22]:  # the index, the error code's 2 bytes, the offsets
+            self.result_at, self.result_struct = at, _RESULT
+        elif found == [at, at + 6, at + 14, None]:
+            self.result_at, self.result_struct = at, _RESULT_BEFORE_V5
         return self
 
     def encode(self, correlation_id: int, result: dict) -> bytes:
         """The framed answer with ``result``'s varying fields (it has this template's shape)."""
         frame = self.frame
         _I32.pack_into(frame, 4, correlation_id)  # after the frame's size, in either header version
-        for name, packer, at in self.places:
-            packer.pack_into(frame, at, result[name])
+        if self.result_struct is _RESULT:
+            _RESULT.pack_into(frame, self.result_at, result["index"], result["error_code"], result["base_offset"],
+                              result["log_append_time_ms"], result["log_start_offset"])
+        elif self.result_struct is _RESULT_BEFORE_V5:
+            _RESULT_BEFORE_V5.pack_into(frame, self.result_at, result["index"], result["error_code"],
+                                        result["base_offset"], result["log_append_time_ms"])
+        else:
+            for name, packer, at in self.places:
+                packer.pack_into(frame, at, result[name])
         return bytes(frame)
 
 
-def _shape(body: dict) -> tuple | None:
+# A partition's answer as v5 and later lay it out, and v2-v4 (no log start offset).
+_RESULT = struct.Struct(">ihqqq")
+_RESULT_BEFORE_V5 = struct.Struct(">ihqq")
+_RESULT_FIELDS = ("index", "base_offset", "log_append_time_ms", "log_start_offset")
+
+
+def _shape(version: int, body: dict) -> tuple | None:
     """What a one-partition plain answer holds besides its varying fields (None for any other)."""
     responses = body.get("responses")
-    if not isinstance(responses, list) or len(responses) != 1 or len(body) > 2:
+    if type(responses) is not list or len(responses) != 1 or len(body) > 2:
         return None
     topic = responses[0]
     results = topic.get("partition_responses")
-    if not isinstance(results, list) or len(results) != 1 or len(topic) != 2:
+    if type(results) is not list or len(results) != 1 or len(topic) != 2:
         return None
     result = results[0]
     if result.keys() != _PLAIN_RESULT:
         return None
-    return body.get("throttle_time_ms", 0), topic.get("name"), topic.get("topic_id"), result["error_code"]
+    return version, body.get("throttle_time_ms", 0), topic.get("name"), topic.get("topic_id"), result["error_code"]
 
 
 # Templates a connection keeps, of each kind: a producer writes to few topics at a time.
@@ -200,10 +230,9 @@ class ProduceTemplates:
 
     def encode(self, version: int, correlation_id: int, body: dict) -> bytes | None:
         """The framed answer from a template (built now if it can be), or None: encode it in full."""
-        shape = _shape(body)
-        if shape is None:
+        key = _shape(version, body)
+        if key is None:
             return None
-        key = (version, *shape)
         template = self.answers.get(key, False)
         if template is False:
             if not self._worth_building():
