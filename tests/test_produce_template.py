@@ -133,3 +133,9 @@ def test_a_connection_spraying_topics_stops_building_templates():
         assert templates.decode(payload, *CONNECTION) is None
         templates.learn(rpc.decode_request(payload, None, *CONNECTION))
     assert templates.builds < 20 and len(templates.requests) <= 4
+
+
+def test_an_answer_a_template_cannot_hold_is_left_to_the_codec():
+    templates = ProduceTemplates()
+    assert templates.encode(9, 1, answer_body()) is not None
+    assert templates.encode(9, 2, answer_body(base_offset=2**63)) is None  # the codec then says why

@@ -18,6 +18,7 @@ match is decoded or encoded in full, as before.
 
 from __future__ import annotations
 
+import logging
 import struct
 
 from kraft.protocol import codec
@@ -25,6 +26,8 @@ from kraft.protocol.errors import MalformedMessage
 from kraft.protocol.primitives import Reader
 from kraft.protocol import rpc
 from kraft.protocol.rpc import Request, RequestHeader, request_header_version
+
+log = logging.getLogger(__name__)
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -222,7 +225,11 @@ class ProduceTemplates:
         if not self._worth_building():
             return
         self.builds += 1
-        template = ProduceRequestTemplate.of(request)
+        try:
+            template = ProduceRequestTemplate.of(request)
+        except Exception:  # values the codec read but cannot write back: no template, the codec goes on
+            log.debug("no Produce request template for %s", request.header, exc_info=True)
+            return
         if template is not None:
             if len(self.requests) >= MAX_TEMPLATES:
                 del self.requests[0]
@@ -240,8 +247,16 @@ class ProduceTemplates:
             self.builds += 1
             if len(self.answers) >= MAX_TEMPLATES:
                 del self.answers[next(iter(self.answers))]
-            template = self.answers[key] = ProduceAnswerTemplate.of(version, body)
+            try:
+                template = ProduceAnswerTemplate.of(version, body)
+            except Exception:  # an answer the codec cannot encode: it says why, for this one
+                template = None
+            self.answers[key] = template
         if template is None:
             return None
+        try:
+            answer = template.encode(correlation_id, body["responses"][0]["partition_responses"][0])
+        except struct.error:  # a value out of its field's range: the codec says so
+            return None
         self.uses += 1
-        return template.encode(correlation_id, body["responses"][0]["partition_responses"][0])
+        return answer
