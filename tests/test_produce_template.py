@@ -139,3 +139,11 @@ def test_an_answer_a_template_cannot_hold_is_left_to_the_codec():
     templates = ProduceTemplates()
     assert templates.encode(9, 1, answer_body()) is not None
     assert templates.encode(9, 2, answer_body(base_offset=2**63)) is None  # the codec then says why
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_a_transactional_producers_requests_have_their_own_template(version):
+    templates = taught(produce_frame(version, 1, transactional_id="txn-1", acks=-1))
+    payload = produce_frame(version, 2, transactional_id="txn-1", acks=-1, index=3)
+    assert templates.decode(payload, *CONNECTION) == rpc.decode_request(payload, None, *CONNECTION)
+    assert templates.decode(produce_frame(version, 3, transactional_id="txn-2", acks=-1), *CONNECTION) is None
