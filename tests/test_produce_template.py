@@ -147,3 +147,13 @@ def test_a_transactional_producers_requests_have_their_own_template(version):
     payload = produce_frame(version, 2, transactional_id="txn-1", acks=-1, index=3)
     assert templates.decode(payload, *CONNECTION) == rpc.decode_request(payload, None, *CONNECTION)
     assert templates.decode(produce_frame(version, 3, transactional_id="txn-2", acks=-1), *CONNECTION) is None
+
+
+def test_a_template_does_not_keep_the_records_it_was_taught_with():
+    big = b"r" * 1_000_000
+    templates = taught(produce_frame(9, 1, records=big))
+    (template,) = templates.requests
+    assert all("r" * 1000 not in repr(kept) for kept in (template.body, template.topic, template.partition))
+    assert b"r" * 1000 not in template.prefix
+    payload = produce_frame(9, 2, records=b"x")
+    assert templates.decode(payload, *CONNECTION) == rpc.decode_request(payload, None, *CONNECTION)

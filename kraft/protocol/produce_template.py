@@ -74,7 +74,10 @@ class ProduceRequestTemplate:
         self.index_at = 8 + len(self.prefix)
         self.compact = compact
         self.suffix = suffix
-        self.body, self.topic, self.partition = body, topic, partition
+        # Without the first request's records: a template must not hold a megabyte batch.
+        self.body = dict(body, topic_data=None)
+        self.topic = dict(topic, partition_data=None)
+        self.partition = dict(partition, records=None)
         self.client_id = request.header.client_id
         return self
 
