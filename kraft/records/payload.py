@@ -17,8 +17,6 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from crc32c import crc32c
-
 from kraft.records.errors import InvalidRecordError, TruncatedBatchError
 from kraft.records.header import (
     ATTRIBUTES_OFFSET,
@@ -86,7 +84,7 @@ def validate_payload(buf, *, strict: bool = True, max_batches: int | None = None
         if size is None or pos + size > end:
             raise TruncatedBatchError(f"produce payload ends inside a batch at position {pos}")
         header = parse_header(buf, pos)
-        if crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:pos + size]) != header.crc:
+        if compute_crc(buf, pos, size) != header.crc:
             verify_crc(buf, pos, header)  # raises, saying what the CRCs are
         records = header.records_count
         if strict:
