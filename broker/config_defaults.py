@@ -3,6 +3,7 @@ comes from (Kafka's ConfigSource), from the broker's static config and the metad
 
 from __future__ import annotations
 
+from broker import broker_loggers
 from kraft.protocol.error_codes import ErrorCode
 from kraft.server_config import ServerConfig
 from metadata.controller.configs import BROKER_CONFIGS, TOPIC_CONFIGS
@@ -82,6 +83,8 @@ def describe_resource(config: ServerConfig, image: MetadataImage, res: dict) -> 
         if name:
             for k, v in image.config(ConfigResourceType.BROKER, name).items():
                 values[k] = (v, DYNAMIC_BROKER_CONFIG, _type_of(BROKER_CONFIGS, k))
+    elif rtype == broker_loggers.BROKER_LOGGER:
+        return broker_loggers.describe(config.node_id, res)
     else:
         out.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"unsupported resource type {rtype}")
         return out

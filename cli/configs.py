@@ -11,7 +11,7 @@ import click
 from cli.admin_client import AdminClient, AdminError, error_name
 from cli.topics import fail
 
-RESOURCE_TYPES = {"topics": 2, "brokers": 4, "users": None, "clients": None}
+RESOURCE_TYPES = {"topics": 2, "brokers": 4, "broker-loggers": 8, "users": None, "clients": None}
 SET, DELETE = 0, 1
 
 
@@ -31,7 +31,8 @@ def _remember_names(ctx, param, values):
 @click.option("--entity-type", "entity_types", required=True, multiple=True, type=click.Choice(sorted(RESOURCE_TYPES)),
               help="Twice for a user and client-id quota: --entity-type users ... --entity-type clients ...")
 @click.option("--entity-name", "entity_names", multiple=True, callback=_remember_names,
-              help="Topic name, broker id (empty: the cluster default), user or client id.")
+              help="Topic name, broker id (empty: the cluster default; broker-loggers: the node whose log "
+                   "levels), user or client id.")
 @click.option("--entity-default", count=True, callback=_remember_names,
               help="The <default> user or client id (quotas).")
 @click.option("--describe", "action", flag_value="describe")
@@ -45,8 +46,8 @@ def _remember_names(ctx, param, values):
 @click.pass_context
 def configs_command(ctx, bootstrap_server, entity_types, entity_names, entity_default, action, add, delete,
                     show_all, output, command_config):
-    """Describe or alter topic and broker configuration, client quotas (users, clients) and
-    users' SCRAM credentials."""
+    """Describe or alter topic and broker configuration, a node's log levels (broker-loggers),
+    client quotas (users, clients) and users' SCRAM credentials."""
     if action is None:
         fail("one of --describe, --alter is required")
     names = ctx.meta.get("kraft.entity_names", [])
@@ -60,22 +61,25 @@ def configs_command(ctx, bootstrap_server, entity_types, entity_names, entity_de
             _quotas_and_credentials(admin, list(entity_types), names, action, add, delete, output)
             return
         entity_name = names[0] if names and names[0] is not None else ""
+        if rtype == 8 and not entity_name.strip():
+            fail("--entity-type broker-loggers needs --entity-name <node id>: a node's log levels are its own")
+        # A broker (and its loggers) is described and its loggers set by that broker itself.
+        address = _broker_address(admin, entity_name) if rtype in (4, 8) and entity_name else None
         if action == "describe":
             resp = admin.call("DescribeConfigs", {"resources": [
                 {"resource_type": rtype, "resource_name": entity_name, "configuration_keys": None}],
-                "include_synonyms": False, "include_documentation": False},
-                address=_broker_address(admin, entity_name) if rtype == 4 and entity_name else None)
+                "include_synonyms": False, "include_documentation": False}, address=address)
             result = resp["results"][0]
             if result["error_code"]:
                 fail(f"{error_name(result['error_code'])}: {result['error_message'] or ''}".strip(": "))
             # Kafka's ConfigSource, as kafka-configs.sh filters: a topic's dynamic configs, one
-            # broker's own, or (no name) the cluster-wide broker defaults.
-            dynamic = 1 if rtype == 2 else (2 if entity_name else 3)
+            # broker's own, or (no name) the cluster-wide broker defaults; every logger.
+            dynamic = {2: 1, 8: 6}.get(rtype, 2 if entity_name else 3)
             configs = [c for c in result["configs"] if show_all or c["config_source"] == dynamic]
             if output == "json":
                 click.echo(json.dumps({c["name"]: c["value"] for c in configs}, indent=2))
                 return
-            label = "topic" if rtype == 2 else "broker"
+            label = {2: "topic", 8: "broker-logger"}.get(rtype, "broker")
             click.echo(f"Dynamic configs for {label} {entity_name} are:" if not show_all
                        else f"All configs for {label} {entity_name} are:")
             for c in configs:
@@ -94,7 +98,8 @@ def configs_command(ctx, bootstrap_server, entity_types, entity_names, entity_de
         if not ops:
             fail("--alter needs --add-config or --delete-config")
         resp = admin.call("IncrementalAlterConfigs", {"resources": [
-            {"resource_type": rtype, "resource_name": entity_name, "configs": ops}], "validate_only": False})
+            {"resource_type": rtype, "resource_name": entity_name, "configs": ops}], "validate_only": False},
+            address=address if rtype == 8 else None)
         result = resp["responses"][0]
         if result["error_code"]:
             fail(f"{error_name(result['error_code'])}: {result.get('error_message') or ''}".strip(": "))

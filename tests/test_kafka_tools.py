@@ -201,3 +201,26 @@ def test_every_tool_in_the_table(cluster):
     assert int(perf.strip().splitlines()[-1].split(",")[4]) >= 20000
 
     tool("kafka-topics", "--bootstrap-server", bs, "--delete", "--topic", topic)
+
+
+def test_kafka_configs_reads_and_sets_a_nodes_log_levels(cluster):
+    """kafka-configs --entity-type broker-loggers: DescribeConfigs and IncrementalAlterConfigs
+    of BROKER_LOGGER on the node named (once refused with INVALID_REQUEST)."""
+    kafka_libs()
+    bs = cluster.bootstrap_servers
+    args = ("kafka-configs", "--bootstrap-server", bs, "--entity-type", "broker-loggers", "--entity-name", "2")
+    described = ok(run_tool(*args, "--describe"))
+    assert "root=INFO" in described and "broker.replica_fetcher=INFO" in described
+    ok(run_tool(*args, "--alter", "--add-config", "broker.replica_fetcher=DEBUG,kraft.raft=WARN"))
+    described = ok(run_tool(*args, "--describe"))
+    for line in ("broker.replica_fetcher=DEBUG", "kraft.raft=WARN", "kraft.raft.driver=WARN", "root=INFO"):
+        assert line in described, described
+    node = cluster.nodes[2]
+    resp = request(node.host, node.broker_port, "DescribeConfigs", 4, {"resources": [
+        {"resource_type": 8, "resource_name": "2", "configuration_keys": ["broker.replica_fetcher"]}],
+        "include_synonyms": False, "include_documentation": False})
+    assert resp["results"][0]["configs"][0]["value"] == "DEBUG"
+    ok(run_tool(*args, "--alter", "--delete-config", "broker.replica_fetcher,kraft.raft"))
+    assert "broker.replica_fetcher=INFO" in ok(run_tool(*args, "--describe"))
+    refused = run_tool(*args, "--alter", "--add-config", "root=LOUD")
+    assert refused.returncode != 0 and "not a supported log level" in refused.stdout + refused.stderr
