@@ -135,9 +135,9 @@ class BrokerApi:
             return self.txn_markers.write(body, version)
         if api in ACL_APIS and self.authorization is None:
             return security_disabled(api, body)
-        if api == "IncrementalAlterConfigs" and any(
-                r["resource_type"] == broker_loggers.BROKER_LOGGER for r in body["resources"]):
-            return await self._alter_configs_with_loggers(version, body)
+        if api == "IncrementalAlterConfigs" and broker_loggers.names_loggers(body):
+            return await broker_loggers.alter_configs(
+                self.config.node_id, body, lambda rest: self.forward("IncrementalAlterConfigs", version, rest))
         if api in FORWARDED:
             return await self.forward(api, version, body)
         if api == "DescribeConfigs":
@@ -366,30 +366,6 @@ class BrokerApi:
         for res in body["resources"]:
             results.append(describe_resource(self.config, self.metadata.image, res))
         return {"results": results}
-
-    async def _alter_configs_with_loggers(self, version: int, body: dict) -> dict:
-        """IncrementalAlterConfigs naming this node's loggers (BROKER_LOGGER): those are
-        changed here, as Kafka's broker does, and the other resources are forwarded to the
-        controller; the answer keeps the request's order."""
-        local = [r for r in body["resources"] if r["resource_type"] == broker_loggers.BROKER_LOGGER]
-        rest = [r for r in body["resources"] if r["resource_type"] != broker_loggers.BROKER_LOGGER]
-        names = [r["resource_name"] for r in local]
-        answers = {}
-        for r in local:
-            if names.count(r["resource_name"]) > 1:  # Kafka: refused, every time it is named
-                answers[id(r)] = {"error_code": int(ErrorCode.INVALID_REQUEST), "resource_type": r["resource_type"],
-                                  "error_message": "Each resource must appear at most once.",
-                                  "resource_name": r["resource_name"]}
-            else:
-                answers[id(r)] = broker_loggers.alter(self.config.node_id, r, body["validate_only"])
-        response = {"throttle_time_ms": 0, "responses": []}
-        if rest:
-            response = await self.forward("IncrementalAlterConfigs", version, {**body, "resources": rest})
-            for r, answer in zip(rest, response.get("responses") or ()):
-                answers[id(r)] = answer
-        return {**response, "responses": [answers.get(id(r)) or {
-            "error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR), "error_message": None,
-            "resource_type": r["resource_type"], "resource_name": r["resource_name"]} for r in body["resources"]]}
 
     # ------------------------------------------------------------------ forwarding
 

@@ -162,3 +162,34 @@ def alter(node_id: int, resource: dict, validate_only: bool) -> dict:
                 logger.setLevel(logging.NOTSET)
                 log.warning("Unset the log level of %s", c["name"])
     return out
+
+
+def names_loggers(body: dict) -> bool:
+    """Whether an IncrementalAlterConfigs request names a node's loggers."""
+    return any(r["resource_type"] == BROKER_LOGGER for r in body["resources"])
+
+
+async def alter_configs(node_id: int, body: dict, others) -> dict:
+    """An IncrementalAlterConfigs that names this node's loggers: those resources are
+    changed here, as Kafka's broker and controller do, and the request's other resources go
+    to ``others`` (an async callable taking the request body without the loggers: the
+    controller's handling); the answer keeps the request's order."""
+    local = [r for r in body["resources"] if r["resource_type"] == BROKER_LOGGER]
+    rest = [r for r in body["resources"] if r["resource_type"] != BROKER_LOGGER]
+    names = [r["resource_name"] for r in local]
+    answers = {}
+    for r in local:
+        if names.count(r["resource_name"]) > 1:  # Kafka: refused, every time it is named
+            answers[id(r)] = {"error_code": int(ErrorCode.INVALID_REQUEST), "resource_type": BROKER_LOGGER,
+                              "error_message": "Each resource must appear at most once.",
+                              "resource_name": r["resource_name"]}
+        else:
+            answers[id(r)] = alter(node_id, r, body["validate_only"])
+    response = {"throttle_time_ms": 0, "responses": []}
+    if rest:
+        response = await others({**body, "resources": rest})
+        for r, answer in zip(rest, response.get("responses") or ()):
+            answers[id(r)] = answer
+    return {**response, "responses": [answers.get(id(r)) or {
+        "error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR), "error_message": None,
+        "resource_type": r["resource_type"], "resource_name": r["resource_name"]} for r in body["resources"]]}

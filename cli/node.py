@@ -14,6 +14,7 @@ from random import Random
 
 import trio
 
+from broker import broker_loggers
 from broker.api import BrokerApi
 from broker.controller_channel import ControllerChannel
 from broker.data_path import DataPath
@@ -439,6 +440,11 @@ class Node:
             leader = self.driver.describe_quorum()["topics"][0]["partitions"][0]["leader_id"]
             voters = self.driver.current_voters() if isinstance(self.driver, RaftDriver) else self.voters
             return describe_controllers(request.body, self.cluster_id, voters, leader)
+        if api == "IncrementalAlterConfigs" and broker_loggers.names_loggers(request.body):
+            # this controller's log levels (kafka-configs --bootstrap-controller --entity-type broker-loggers)
+            return await broker_loggers.alter_configs(
+                self.config.node_id, request.body,
+                lambda rest: self.controller.handle(api, request.version, rest, request.connection_id))
         if api == "DescribeConfigs":  # a controller's own config (kafka-configs --bootstrap-controller)
             from broker.config_defaults import describe_resource
 

@@ -224,3 +224,10 @@ def test_kafka_configs_reads_and_sets_a_nodes_log_levels(cluster):
     assert "broker.replica_fetcher=INFO" in ok(run_tool(*args, "--describe"))
     refused = run_tool(*args, "--alter", "--add-config", "root=LOUD")
     assert refused.returncode != 0 and "not a supported log level" in refused.stdout + refused.stderr
+    # a controller's own, through its controller listener (--bootstrap-controller)
+    node = cluster.nodes[3]
+    args = ("kafka-configs", "--bootstrap-controller", f"{node.host}:{node.controller_port}",
+            "--entity-type", "broker-loggers", "--entity-name", "3")
+    ok(run_tool(*args, "--alter", "--add-config", "metadata=DEBUG"))
+    assert "metadata.controller_server=DEBUG" in ok(run_tool(*args, "--describe"))
+    ok(run_tool(*args, "--alter", "--delete-config", "metadata"))
