@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from broker import broker_loggers
 from kraft.protocol.error_codes import ErrorCode
-from kraft.server_config import ServerConfig
+from kraft.server_config import KEYS, ServerConfig
 from metadata.controller.configs import BROKER_CONFIGS, TOPIC_CONFIGS
 from metadata.image import ConfigResourceType, MetadataImage
 
@@ -51,10 +51,33 @@ def topic_defaults(config: ServerConfig) -> dict[str, tuple[str, int, int]]:
     }
 
 
-def _entry(name, value, source, type_, read_only=False) -> dict:
-    return {"name": name, "value": value, "read_only": read_only, "is_default": source == DEFAULT_CONFIG,
-            "config_source": source, "is_sensitive": False, "synonyms": [], "config_type": type_,
-            "documentation": None}
+def _entry(name, value, source, type_, sensitive=False, read_only=False) -> dict:
+    return {"name": name, "value": None if sensitive else value, "read_only": read_only,
+            "is_default": source == DEFAULT_CONFIG, "config_source": source, "is_sensitive": sensitive,
+            "synonyms": [], "config_type": type_, "documentation": None}
+
+
+_KEY_TYPE_IDS = {**_TYPE_IDS, "bool": _BOOLEAN, "password": 9}
+
+
+def _as_text(value) -> str | None:
+    """A typed server.properties value as Kafka's DescribeConfigs writes it."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def broker_key_defaults(config: ServerConfig) -> dict[str, tuple]:
+    """Every server.properties key kraft knows that this node's file left out: (value,
+    DEFAULT_CONFIG, type, sensitive).  A broker describes all its configs, as Kafka's does
+    (kafka-configs --describe --all, admin UIs), not only the keys its file set."""
+    return {name: (_as_text(config[name]), DEFAULT_CONFIG, _KEY_TYPE_IDS.get(key.type, _STRING),
+                   key.type == "password")
+            for name, key in KEYS.items() if name not in config.originals}
 
 
 def describe_resource(config: ServerConfig, image: MetadataImage, res: dict) -> dict:
@@ -74,8 +97,11 @@ def describe_resource(config: ServerConfig, image: MetadataImage, res: dict) -> 
             out.update(error_code=ErrorCode.INVALID_REQUEST,
                        error_message=f"broker {name!r} cannot be described by broker {config.node_id}")
             return out
-        values = {k: (v, STATIC_BROKER_CONFIG, _STRING) for k, v in config.originals.items()
-                  if "password" not in k}
+        values = broker_key_defaults(config) if name else {}
+        for k, v in config.originals.items():
+            known = KEYS.get(k)
+            values[k] = (v, STATIC_BROKER_CONFIG, _KEY_TYPE_IDS.get(known.type, _STRING) if known else _STRING,
+                         "password" in k or (known is not None and known.type == "password"))
         # Kafka's precedence: this broker's dynamic value, the cluster-wide dynamic default,
         # the static file.  kafka-configs --describe shows each by its source.
         for k, v in image.config(ConfigResourceType.BROKER, "").items():
@@ -88,8 +114,12 @@ def describe_resource(config: ServerConfig, image: MetadataImage, res: dict) -> 
     else:
         out.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"unsupported resource type {rtype}")
         return out
+    # A broker key that cannot be changed while the broker runs is read-only (Kafka: not one of
+    # its dynamic broker configs); a topic's every key can be.
+    static = rtype == ConfigResourceType.BROKER
     for k in sorted(values):
         if keys is None or k in keys:
-            v, source, type_ = values[k]
-            out["configs"].append(_entry(k, v, source, type_))
+            v, source, type_, *sensitive = values[k]
+            out["configs"].append(_entry(k, v, source, type_, bool(sensitive and sensitive[0]),
+                                         read_only=static and k not in BROKER_CONFIGS))
     return out

@@ -63,15 +63,25 @@ def test_broker_configs_carry_kafkas_config_source(cluster):
              "configs": [{"name": key, "config_operation": 0, "value": value}]}], "validate_only": False})
         assert resp["responses"][0]["error_code"] == 0, resp
 
-    def sources():
+    def described():
         resp = request(node.host, node.broker_port, "DescribeConfigs", 4, {"resources": [
             {"resource_type": 4, "resource_name": "1",
-             "configuration_keys": ["log.retention.bytes", "log.retention.ms", "num.partitions"]}],
+             "configuration_keys": ["log.retention.bytes", "log.retention.ms", "num.partitions",
+                                    "log.retention.hours", "ssl.key.password"]}],
             "include_synonyms": True, "include_documentation": False})
-        return {c["name"]: c["config_source"] for c in resp["results"][0]["configs"]}
+        return {c["name"]: c for c in resp["results"][0]["configs"]}
 
-    wait_until(lambda: len(sources()) == 3, what="both changes applied on broker 1")
-    assert sources() == {"log.retention.bytes": 2, "log.retention.ms": 3, "num.partitions": 4}
+    def sources():
+        return {name: c["config_source"] for name, c in described().items()}
+
+    wait_until(lambda: sources()["log.retention.ms"] == 3, what="both changes applied on broker 1")
+    # and the keys its file left out, with their defaults (DEFAULT_CONFIG, 5), as Kafka's broker
+    # describes every config it has; a password is sensitive, its value never sent
+    assert sources() == {"log.retention.bytes": 2, "log.retention.ms": 3, "num.partitions": 4,
+                         "log.retention.hours": 5, "ssl.key.password": 5}
+    configs = described()
+    assert configs["log.retention.hours"]["value"] == "168" and configs["log.retention.hours"]["config_type"] == 3
+    assert configs["ssl.key.password"]["is_sensitive"] and configs["ssl.key.password"]["value"] is None
 
 
 def test_metadata_quorum_tool_with_bootstrap_controller_and_server(cluster):
