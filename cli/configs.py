@@ -31,8 +31,8 @@ def _remember_names(ctx, param, values):
 @click.option("--entity-type", "entity_types", required=True, multiple=True, type=click.Choice(sorted(RESOURCE_TYPES)),
               help="Twice for a user and client-id quota: --entity-type users ... --entity-type clients ...")
 @click.option("--entity-name", "entity_names", multiple=True, callback=_remember_names,
-              help="Topic name, broker id (empty: the cluster default; broker-loggers: the node whose log "
-                   "levels), user or client id.")
+              help="Topic name, broker id (empty: the cluster default; broker-loggers: the node's id), "
+                   "user or client id.")
 @click.option("--entity-default", count=True, callback=_remember_names,
               help="The <default> user or client id (quotas).")
 @click.option("--describe", "action", flag_value="describe")
