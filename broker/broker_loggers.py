@@ -1,6 +1,6 @@
 """The BROKER_LOGGER config resource (KIP-412): a running node's log levels, read with
-DescribeConfigs and changed with IncrementalAlterConfigs, as ``kafka-configs --entity-type
-broker-loggers --entity-name N`` does against Kafka.
+DescribeConfigs (``broker.config_defaults``) and changed with IncrementalAlterConfigs, as
+``kafka-configs --entity-type broker-loggers --entity-name N`` does against Kafka.
 
 Kafka's loggers are log4j's and named by class; a kraft node's are Python's ``logging``
 loggers, named by module (``broker.replica_fetcher``, ``kraft.raft.driver``), with ``root``
@@ -49,13 +49,10 @@ def level_name(level: int) -> str:
     return name
 
 
-def _logger(name: str) -> logging.Logger | None:
-    """The logger ``name`` names, or None when there is none (nor a package of loggers)."""
-    if name == ROOT:
-        return logging.getLogger()
-    if name in logging.Logger.manager.loggerDict:
-        return logging.getLogger(name)  # a placeholder (a package) becomes a logger
-    return None
+def _logger(name: str) -> logging.Logger:
+    """The logger an existing name (``_logger_exists``) names: a package's placeholder
+    becomes a logger."""
+    return logging.getLogger() if name == ROOT else logging.getLogger(name)
 
 
 def _effective_level(name: str, known: dict) -> int:
@@ -78,7 +75,8 @@ def loggers() -> dict[str, str]:
     return out
 
 
-def _check_node(node_id: int, resource_name: str) -> None:
+def check_node(node_id: int, resource_name: str) -> None:
+    """Raises LoggerConfigError unless ``resource_name`` is this node's id (Kafka's checks)."""
     if not resource_name:
         raise LoggerConfigError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
     try:
@@ -89,26 +87,6 @@ def _check_node(node_id: int, resource_name: str) -> None:
     if requested != node_id:
         raise LoggerConfigError(ErrorCode.INVALID_REQUEST,
                                 f"Unexpected broker id, expected {node_id} but received {resource_name}")
-
-
-def describe(node_id: int, resource: dict) -> dict:
-    """A DescribeConfigs result for a BROKER_LOGGER resource (its ``configuration_keys``:
-    those loggers only, or null for all)."""
-    name, keys = resource["resource_name"], resource["configuration_keys"]
-    out = {"error_code": 0, "error_message": None, "resource_type": BROKER_LOGGER, "resource_name": name,
-           "configs": []}
-    try:
-        _check_node(node_id, name)
-    except LoggerConfigError as exc:
-        out.update(error_code=int(exc.error_code), error_message=str(exc))
-        return out
-    for logger, level in sorted(loggers().items()):
-        if keys is None or logger in keys:
-            out["configs"].append({
-                "name": logger, "value": level, "read_only": False, "is_default": False,
-                "config_source": DYNAMIC_BROKER_LOGGER_CONFIG, "is_sensitive": False, "synonyms": [],
-                "config_type": 2, "documentation": None})  # STRING
-    return out
 
 
 def _validate(changes: list) -> None:
@@ -147,7 +125,7 @@ def alter(node_id: int, resource: dict, validate_only: bool) -> dict:
     out = {"error_code": 0, "error_message": None, "resource_type": BROKER_LOGGER,
            "resource_name": resource["resource_name"]}
     try:
-        _check_node(node_id, resource["resource_name"])
+        check_node(node_id, resource["resource_name"])
         _validate(resource["configs"])
     except LoggerConfigError as exc:
         out.update(error_code=int(exc.error_code), error_message=str(exc))

@@ -18,11 +18,15 @@ DEFAULT_CONFIG = 5
 
 # config type ids (DescribeConfigs v3+)
 _STRING, _INT, _LONG, _BOOLEAN, _LIST = 2, 3, 5, 1, 7  # 4 is SHORT
-_TYPE_IDS = {"boolean": _BOOLEAN, "string": _STRING, "int": _INT, "long": _LONG, "double": 6, "list": _LIST}
+_PASSWORD = 9
+# the type names of the controller's tables and of server.properties' KEYS
+_TYPE_IDS = {"boolean": _BOOLEAN, "bool": _BOOLEAN, "string": _STRING, "int": _INT, "long": _LONG, "double": 6,
+             "list": _LIST, "password": _PASSWORD}
 
 
 def _type_of(table: dict, key: str) -> int:
-    """A dynamic key's ConfigType, from the controller's table of the keys it accepts."""
+    """A key's ConfigType, from a table of the keys: the controller's of the dynamic ones it
+    accepts, or server.properties' (KEYS)."""
     spec = table.get(key)
     return _TYPE_IDS.get(spec.type, _STRING) if spec is not None else _STRING
 
@@ -31,7 +35,7 @@ def topic_defaults(config: ServerConfig) -> dict[str, tuple[str, int, int]]:
     """topic config key -> (value, source, type) before any topic override."""
     flush_ms = config["log.flush.interval.ms"]
     return {
-        "cleanup.policy": (",".join(config["log.cleanup.policy"]), DEFAULT_CONFIG, _LIST),
+        "cleanup.policy": (_as_text(config["log.cleanup.policy"]), DEFAULT_CONFIG, _LIST),
         "compression.type": (config["compression.type"], DEFAULT_CONFIG, _STRING),
         "delete.retention.ms": ("86400000", DEFAULT_CONFIG, _LONG),
         "file.delete.delay.ms": ("60000", DEFAULT_CONFIG, _LONG),
@@ -46,7 +50,7 @@ def topic_defaults(config: ServerConfig) -> dict[str, tuple[str, int, int]]:
         "segment.bytes": (str(config["log.segment.bytes"]), DEFAULT_CONFIG, _INT),
         "segment.index.bytes": (str(config["log.index.size.max.bytes"]), DEFAULT_CONFIG, _INT),
         "segment.ms": (str(config.segment_ms), DEFAULT_CONFIG, _LONG),
-        "unclean.leader.election.enable": (str(config["unclean.leader.election.enable"]).lower(),
+        "unclean.leader.election.enable": (_as_text(config["unclean.leader.election.enable"]),
                                            DEFAULT_CONFIG, _BOOLEAN),
     }
 
@@ -55,9 +59,6 @@ def _entry(name, value, source, type_, sensitive=False, read_only=False) -> dict
     return {"name": name, "value": None if sensitive else value, "read_only": read_only,
             "is_default": source == DEFAULT_CONFIG, "config_source": source, "is_sensitive": sensitive,
             "synonyms": [], "config_type": type_, "documentation": None}
-
-
-_KEY_TYPE_IDS = {**_TYPE_IDS, "bool": _BOOLEAN, "password": 9}
 
 
 def _as_text(value) -> str | None:
@@ -71,13 +72,12 @@ def _as_text(value) -> str | None:
     return str(value)
 
 
-def broker_key_defaults(config: ServerConfig) -> dict[str, tuple]:
+def broker_key_defaults(config: ServerConfig) -> dict[str, tuple[str | None, int, int]]:
     """Every server.properties key kraft knows that this node's file left out: (value,
-    DEFAULT_CONFIG, type, sensitive).  A broker describes all its configs, as Kafka's does
+    DEFAULT_CONFIG, type).  A broker describes all its configs, as Kafka's does
     (kafka-configs --describe --all, admin UIs), not only the keys its file set."""
-    return {name: (_as_text(config[name]), DEFAULT_CONFIG, _KEY_TYPE_IDS.get(key.type, _STRING),
-                   key.type == "password")
-            for name, key in KEYS.items() if name not in config.originals}
+    return {name: (_as_text(config[name]), DEFAULT_CONFIG, _type_of(KEYS, name))
+            for name in KEYS if name not in config.originals}
 
 
 def describe_resource(config: ServerConfig, image: MetadataImage, res: dict) -> dict:
@@ -98,10 +98,7 @@ def describe_resource(config: ServerConfig, image: MetadataImage, res: dict) -> 
                        error_message=f"broker {name!r} cannot be described by broker {config.node_id}")
             return out
         values = broker_key_defaults(config) if name else {}
-        for k, v in config.originals.items():
-            known = KEYS.get(k)
-            values[k] = (v, STATIC_BROKER_CONFIG, _KEY_TYPE_IDS.get(known.type, _STRING) if known else _STRING,
-                         "password" in k or (known is not None and known.type == "password"))
+        values.update((k, (v, STATIC_BROKER_CONFIG, _type_of(KEYS, k))) for k, v in config.originals.items())
         # Kafka's precedence: this broker's dynamic value, the cluster-wide dynamic default,
         # the static file.  kafka-configs --describe shows each by its source.
         for k, v in image.config(ConfigResourceType.BROKER, "").items():
@@ -109,17 +106,23 @@ def describe_resource(config: ServerConfig, image: MetadataImage, res: dict) -> 
         if name:
             for k, v in image.config(ConfigResourceType.BROKER, name).items():
                 values[k] = (v, DYNAMIC_BROKER_CONFIG, _type_of(BROKER_CONFIGS, k))
-    elif rtype == broker_loggers.BROKER_LOGGER:
-        return broker_loggers.describe(config.node_id, res)
+    elif rtype == broker_loggers.BROKER_LOGGER:  # this node's loggers (KIP-412)
+        try:
+            broker_loggers.check_node(config.node_id, name)
+        except broker_loggers.LoggerConfigError as exc:
+            out.update(error_code=int(exc.error_code), error_message=str(exc))
+            return out
+        values = {k: (level, broker_loggers.DYNAMIC_BROKER_LOGGER_CONFIG, _STRING)
+                  for k, level in broker_loggers.loggers().items()}
     else:
         out.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"unsupported resource type {rtype}")
         return out
     # A broker key that cannot be changed while the broker runs is read-only (Kafka: not one of
-    # its dynamic broker configs); a topic's every key can be.
-    static = rtype == ConfigResourceType.BROKER
+    # its dynamic broker configs); a topic's every key can be.  A password is never sent.
+    broker = rtype == ConfigResourceType.BROKER
     for k in sorted(values):
         if keys is None or k in keys:
-            v, source, type_, *sensitive = values[k]
-            out["configs"].append(_entry(k, v, source, type_, bool(sensitive and sensitive[0]),
-                                         read_only=static and k not in BROKER_CONFIGS))
+            v, source, type_ = values[k]
+            out["configs"].append(_entry(k, v, source, type_, sensitive=broker and (
+                type_ == _PASSWORD or "password" in k), read_only=broker and k not in BROKER_CONFIGS))
     return out
