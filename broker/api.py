@@ -80,9 +80,9 @@ class BrokerApi:
         self.ready = ready  # set once, when this broker may serve clients (cli.node)
         apis = dict(BROKER_APIS)
         if groups is not None:
-            from broker.group.service import GROUP_API_VERSIONS
+            from broker.group.service import group_api_versions
 
-            apis.update(GROUP_API_VERSIONS)
+            apis.update(group_api_versions(config))
             apis["FindCoordinator"] = (0, 6)
         self.supported = supported_versions(apis)
         self.producer_ids = producer_ids or ProducerIdAllocator(channel, config.node_id, broker_epoch)
@@ -244,15 +244,19 @@ class BrokerApi:
                 brokers.append({"node_id": b.id, "host": e.host, "port": e.port, "rack": b.rack})
                 alive.add(b.id)
         requested = body["topics"]
+        unknown_ids = {}  # index in names -> a requested topic id that no topic has
         if requested is None or (version == 0 and not requested):
             names = sorted(image.topics_by_name)
         else:
             names = []
             for t in requested:
                 name = t["name"]
-                if name is None and t.get("topic_id"):
-                    found = image.topic_by_id(t["topic_id"])
+                topic_id = t.get("topic_id")
+                if topic_id is not None and topic_id.int:  # by id, the name ignored, as Kafka does
+                    found = image.topic_by_id(topic_id)
                     name = found.name if found else None
+                    if found is None:
+                        unknown_ids[len(names)] = topic_id
                 names.append(name)
         topics = []
         if version < 12 and None in names:
@@ -264,11 +268,15 @@ class BrokerApi:
         auto_create = requested is not None and body.get("allow_auto_topic_creation", True) and \
             self.config["auto.create.topics.enable"]
         built = 0  # partitions built since the loop last ran
-        for name in names:
+        for i, name in enumerate(names):
             if built >= METADATA_STEP:
                 built = 0
                 await trio.sleep(0)
             topic = image.topic(name) if name is not None else None
+            if i in unknown_ids:
+                topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": unknown_ids[i],
+                               "partitions": [], "topic_authorized_operations": -2147483648})
+                continue
             if topic is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
                 if name is not None and not _legal_topic_name(name):

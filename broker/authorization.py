@@ -449,6 +449,17 @@ def _group_read(api: str):
     return check
 
 
+def _consumer_group_heartbeat(caller: Caller, version: int, body: dict):
+    """As Kafka: READ on the group, and DESCRIBE on every topic named in the subscription."""
+    if not caller.group(Op.READ, body["group_id"]):
+        return rpc.error_response("ConsumerGroupHeartbeat", version, GROUP_DENIED)
+    denied = sorted(t for t in body.get("subscribed_topic_names") or [] if not caller.topic(Op.DESCRIBE, t))
+    if not denied:
+        return None
+    return {**rpc.error_response("ConsumerGroupHeartbeat", version, TOPIC_DENIED),
+            "error_message": f"The group is not authorized to describe topics {', '.join(denied)}."}
+
+
 def _every_partition(body: dict, code: int) -> list[dict]:
     return [{"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": code}
                                                for p in t["partitions"]]} for t in body["topics"]]
@@ -534,6 +545,27 @@ def _describe_groups(caller: Caller, version: int, body: dict):
         answer["groups"] = list(answer["groups"]) + answers
         return answer
     return Narrowed({**body, "groups": allowed}, merge)
+
+
+def _consumer_group_describe(caller: Caller, version: int, body: dict):
+    allowed, denied = _split(body["group_ids"], lambda g: caller.group(Op.DESCRIBE, g))
+    answers = [{"error_code": GROUP_DENIED, "error_message": None, "group_id": g, "group_state": "",
+                "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
+                "authorized_operations": UNSET_OPERATIONS} for g in denied]
+    if not allowed:
+        return {"throttle_time_ms": 0, "groups": answers}
+
+    def merge(answer):
+        for g in answer["groups"]:
+            if body.get("include_authorized_operations"):
+                g["authorized_operations"] = caller.operations(ResourceType.GROUP, g["group_id"])
+            for m in g["members"]:  # only the partitions of topics the caller may describe
+                for key in ("assignment", "target_assignment"):
+                    m[key] = {"topic_partitions": [t for t in m[key]["topic_partitions"]
+                                                   if caller.topic(Op.DESCRIBE, t["topic_name"])]}
+        answer["groups"] = list(answer["groups"]) + answers
+        return answer
+    return Narrowed({**body, "group_ids": allowed}, merge)
 
 
 def _delete_groups(caller: Caller, version: int, body: dict):
@@ -680,6 +712,8 @@ CHECKS: dict[str, Callable] = {
     "ListGroups": _list_groups,
     "DescribeGroups": _describe_groups,
     "DeleteGroups": _delete_groups,
+    "ConsumerGroupHeartbeat": _consumer_group_heartbeat,
+    "ConsumerGroupDescribe": _consumer_group_describe,
     "OffsetDelete": _offset_delete,
     "AddPartitionsToTxn": _add_partitions_to_txn,
     "AddOffsetsToTxn": _add_offsets_to_txn,

@@ -76,7 +76,10 @@ def console_producer(bootstrap_server, topic, properties, producer_props):
 @click.option("--timeout-ms", type=int, default=None, help="Exit after this long without a record.")
 @click.option("--property", "properties", multiple=True, metavar="K=V",
               help="print.key=true, key.separator=<sep>, print.partition=true, print.offset=true")
-def console_consumer(bootstrap_server, topic, group, from_beginning, max_messages, timeout_ms, properties):
+@click.option("--consumer-property", "consumer_props", multiple=True, metavar="K=V",
+              help="A consumer setting (librdkafka's names, e.g. group.protocol=consumer).")
+def console_consumer(bootstrap_server, topic, group, from_beginning, max_messages, timeout_ms, properties,
+                     consumer_props):
     """Print records of a topic, one per line."""
     import time
     import uuid
@@ -88,12 +91,16 @@ def console_consumer(bootstrap_server, topic, group, from_beginning, max_message
     print_partition = props.get("print.partition", "false").lower() == "true"
     print_offset = props.get("print.offset", "false").lower() == "true"
     separator = props.get("key.separator", "\t")
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap_server,
-        "group.id": group or f"console-consumer-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": group is not None,
-        "auto.offset.reset": "earliest" if from_beginning else "latest",
-    })
+    try:
+        consumer = Consumer({
+            "bootstrap.servers": bootstrap_server,
+            "group.id": group or f"console-consumer-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": group is not None,
+            "auto.offset.reset": "earliest" if from_beginning else "latest",
+            **_props(consumer_props),
+        })
+    except KafkaException as exc:  # a setting librdkafka refuses
+        fail(f"cannot create the consumer: {exc.args[0].str()}")
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     consumer.subscribe([topic])

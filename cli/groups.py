@@ -61,12 +61,30 @@ def _offsets(admin, partitions, timestamp) -> dict[tuple[str, int], int]:
 
 
 def _describe_group(admin, group, address) -> dict:
+    """The group in DescribeGroups' shape.  As Kafka's admin client, ConsumerGroupDescribe
+    first: a KIP-848 group comes from it (``"type": "consumer"``, each member's
+    ``"partitions"`` and ``"member_epoch"``); GROUP_ID_NOT_FOUND there means a classic group
+    (or none), which DescribeGroups describes."""
+    if admin.version_of("ConsumerGroupDescribe") >= 0:
+        resp = admin.call("ConsumerGroupDescribe", {"group_ids": [group], "include_authorized_operations": False},
+                          address=address)
+        g = resp["groups"][0]
+        if g["error_code"] == 0:
+            return {"error_code": 0, "group_id": group, "group_state": g["group_state"], "type": "consumer",
+                    "protocol_type": "consumer", "protocol_data": g["assignor_name"], "members": [
+                        {"member_id": m["member_id"], "group_instance_id": m["instance_id"],
+                         "client_id": m["client_id"], "client_host": m["client_host"],
+                         "member_epoch": m["member_epoch"],
+                         "partitions": [(t["topic_name"], p) for t in m["assignment"]["topic_partitions"]
+                                        for p in t["partitions"]]} for m in g["members"]]}
     resp = admin.call("DescribeGroups", {"groups": [group], "include_authorized_operations": False}, address=address)
-    return resp["groups"][0]
+    return {**resp["groups"][0], "type": "classic"}
 
 
 def member_partitions(member) -> list[tuple[str, int]]:
-    """The (topic, partition)s assigned to a DescribeGroups member (consumer protocol)."""
+    """The (topic, partition)s assigned to a member of a described group."""
+    if "partitions" in member:  # a KIP-848 group's
+        return list(member["partitions"])
     data = member["member_assignment"]
     if not data:
         return []
@@ -181,7 +199,8 @@ def _describe(admin, group, address, members, output):
         return
     rows = offset_rows(admin, group, address, desc)
     if output == "json":
-        click.echo(json.dumps({"group": group, "state": desc["group_state"], "partitions": rows}, indent=2))
+        click.echo(json.dumps({"group": group, "state": desc["group_state"], "type": desc["type"],
+                               "partitions": rows}, indent=2))
         return
     if not desc["members"]:
         click.echo(f"Consumer group '{group}' has no active members.")

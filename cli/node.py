@@ -259,7 +259,8 @@ class Node:
             self.replicas, sendfile=config["kraft.fetch.sendfile.enable"],
             fetch_session_slots=config["max.incremental.fetch.session.cache.slots"])
         groups = self.groups = GroupCoordinatorService(config.node_id, config,
-                                                       InternalTopicStore(self.replicas, OFFSETS_TOPIC))
+                                                       InternalTopicStore(self.replicas, OFFSETS_TOPIC),
+                                                       topics=lambda: self.replicas.image.topics_by_name)
         producer_ids = ProducerIdAllocator(channel, config.node_id, lambda: self.lifecycle.broker_epoch)
         inter_broker_listener = config.inter_broker_listener
         markers_client = client("txn-markers")

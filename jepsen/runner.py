@@ -142,6 +142,7 @@ class TestOptions:
     client: str = "confluent"
     keys: int | None = None  # queue partitions / register topics
     sub_via: str = "assign"
+    group_protocol: str = "classic"  # the subscribing consumers' group.protocol (queue)
     store: str = "store"
     name: str | None = None
     spark: bool = True
@@ -189,6 +190,9 @@ class TestOptions:
             o["controller.quorum.pysyncobj.password"] = secrets.token_hex(12)
         if self.unsafe:
             o[self.unsafe_switch()] = "true"
+        if self.group_protocol == "consumer":  # the classic consumers' own 6 s / 1 s, set on the broker
+            o["group.consumer.session.timeout.ms"] = "6000"
+            o["group.consumer.heartbeat.interval.ms"] = "1000"
         o.update(self.overrides)
         return o
 
@@ -410,8 +414,8 @@ def run_test(opts: TestOptions, spark: Any = None) -> RunResult:
         keys = opts.keys or keys_needed(expected, 200, 2)
     else:
         keys = opts.keys or 4
-    workload = make_workload(opts.workload, keys=keys, client=opts.client,
-                             sub_via=opts.sub_via, timeout_s=opts.client_timeout_s)
+    workload = make_workload(opts.workload, keys=keys, client=opts.client, sub_via=opts.sub_via,
+                             group_protocol=opts.group_protocol, timeout_s=opts.client_timeout_s)
     recorder = Recorder(run_dir / "history.jsonl")
     results: dict[str, Any] = {}
     error: str | None = None

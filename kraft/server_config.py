@@ -49,6 +49,24 @@ def _authorizer_name(value: str) -> str | None:
     return f"kraft's only authorizer is {STANDARD_AUTHORIZER} (or: standard)"
 
 
+def _rebalance_protocols(values: list[str]) -> str | None:
+    known = {"classic", "consumer", "streams", "share"}
+    names = {v.strip().lower() for v in values}
+    if unknown := names - known:
+        return f"unknown protocol(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})"
+    return None if "classic" in names else "must include classic"
+
+
+def _assignors(values: list[str]) -> str | None:
+    from broker.group.assignors import assignor_names
+
+    try:
+        assignor_names(values)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def parse_per_ip_overrides(entries: list[str]) -> dict[str, int]:
     """``max.connections.per.ip.overrides``: ``host:count`` entries (``[v6]:count`` too)."""
     out = {}
@@ -175,6 +193,12 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("group.initial.rebalance.delay.ms", "int", 3000, validate=_at_least(0)),
     _K("group.min.session.timeout.ms", "int", 6000),
     _K("group.max.session.timeout.ms", "int", 1800000),
+    # KIP-848's consumer groups (broker/group/consumer_group.py)
+    _K("group.coordinator.rebalance.protocols", "list", ["classic", "consumer"], validate=_rebalance_protocols),
+    _K("group.consumer.heartbeat.interval.ms", "int", 5000, validate=_at_least(1)),
+    _K("group.consumer.session.timeout.ms", "int", 45000, validate=_at_least(1)),
+    _K("group.consumer.max.size", "int", 2147483647, validate=_at_least(1)),
+    _K("group.consumer.assignors", "list", ["uniform", "range"], validate=_assignors),
     # Transactions (broker/txn)
     _K("transaction.state.log.num.partitions", "int", 50, validate=_at_least(1)),
     _K("transaction.state.log.replication.factor", "int", 3, validate=_at_least(1)),
@@ -202,6 +226,7 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("controller.quorum.pysyncobj.password", "password", None),
     _K("kraft.unsafe.ack.before.replication", "bool", False),
     _K("kraft.unsafe.read.committed.high.watermark", "bool", False),
+    _K("kraft.unsafe.consumer.group.assign.before.revocation", "bool", False),
     _K("kraft.log.open.files.max", "int", 1024, validate=_at_least(1)),
     # how long a broker's session outlives the close of the connection its heartbeats came
     # on (metadata.controller.sessions); -1: only broker.session.timeout.ms ends it
@@ -221,7 +246,7 @@ ACCEPTED_AND_IGNORED = frozenset({
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
     "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
     "num.replica.fetchers", "queued.max.requests", "background.threads",
-    "group.coordinator.rebalance.protocols", "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr", "log.preallocate", "controller.socket.timeout.ms",
 })
 

@@ -309,7 +309,7 @@ class Session:
 
 
 _GROUP_APIS = {"JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch",
-               "DescribeGroups", "DeleteGroups"}
+               "DescribeGroups", "DeleteGroups", "ConsumerGroupHeartbeat", "ConsumerGroupDescribe"}
 
 
 def _group_of(api: str, body: dict) -> str | None:
@@ -318,7 +318,7 @@ def _group_of(api: str, body: dict) -> str | None:
     if body.get("group_id"):
         return body["group_id"]
     for key, pick in (("groups", lambda g: g["group_id"] if isinstance(g, dict) else g),
-                      ("groups_names", lambda g: g)):
+                      ("groups_names", lambda g: g), ("group_ids", lambda g: g)):
         if body.get(key):
             return pick(body[key][0])
     return None
@@ -423,6 +423,7 @@ async def scenario(s: Session, *, replication: int = 1) -> None:
     await admin_steps(s, rf)
     await data_steps(s, rf)
     await group_steps(s)
+    await consumer_group_steps(s)
     await s.call("InitProducerId without transactional id", "InitProducerId",
                  {"transactional_id": None, "transaction_timeout_ms": 60_000,
                   "producer_id": -1, "producer_epoch": -1})
@@ -532,7 +533,15 @@ async def admin_steps(s: Session, rf: int) -> None:
         "include_synonyms": False, "include_documentation": False})
 
     md = "Metadata"
-    await s.call("Metadata one topic", md, {"topics": [{"name": s.p}], "allow_auto_topic_creation": False})
+    one = await s.call("Metadata one topic", md, {"topics": [{"name": s.p}], "allow_auto_topic_creation": False})
+    if s.versions[md] >= 12:  # by topic id, as Kafka 4's consumer asks for the topics it is assigned
+        topic_id = one["topics"][0]["topic_id"]
+        await s.call("Metadata by topic id", md, {"topics": [{"name": None, "topic_id": topic_id}],
+                                                   "allow_auto_topic_creation": False})
+        await s.call("Metadata by topic id, empty name", md, {"topics": [{"name": "", "topic_id": topic_id}],
+                                                               "allow_auto_topic_creation": False})
+        await s.call("Metadata unknown topic id", md, {"topics": [{"name": None, "topic_id": uuid.uuid4()}],
+                                                        "allow_auto_topic_creation": False})
     await s.call("Metadata unknown topic", md, {"topics": [{"name": s.p + "-no-such-topic"}],
                                                  "allow_auto_topic_creation": False})
     await s.call("Metadata invalid topic name", md, {"topics": [{"name": "bad/name"}],
@@ -636,6 +645,49 @@ async def group_steps(s: Session) -> None:
     await s.call("DeleteGroups after leaving", "DeleteGroups", {"groups_names": [group]})
     await s.call("DeleteGroups standalone group", "DeleteGroups", {"groups_names": [s.p + "-simple"]})
     await s.call("OffsetFetch after delete", of, _offset_fetch(group, s.p, [0], s.versions[of]))
+
+
+async def consumer_group_steps(s: Session) -> None:
+    """A KIP-848 group: ConsumerGroupHeartbeat's join, epochs and errors, member-epoch
+    fenced offsets, ConsumerGroupDescribe, ListGroups by type, leaving and deleting."""
+    group, member = s.p + "-kip848", str(uuid.uuid4())
+    cgh, cgd = "ConsumerGroupHeartbeat", "ConsumerGroupDescribe"
+    join = {"group_id": group, "member_id": member, "member_epoch": 0, "instance_id": None, "rack_id": None,
+            "rebalance_timeout_ms": 30_000, "subscribed_topic_names": [s.p], "subscribed_topic_regex": None,
+            "server_assignor": None, "topic_partitions": []}
+    await s.call("ConsumerGroupHeartbeat join without rebalance timeout", cgh, {**join, "rebalance_timeout_ms": -1})
+    await s.call("ConsumerGroupHeartbeat unknown assignor", cgh, {**join, "server_assignor": "no-such"})
+    await s.call("ConsumerGroupHeartbeat unknown group", cgh, {**join, "group_id": s.p + "-no-such-group",
+                                                                "member_epoch": 1, "topic_partitions": None})
+    joined = await s.call("ConsumerGroupHeartbeat join", cgh, join)
+    epoch = joined.get("member_epoch", 1)
+    owned = (joined.get("assignment") or {}).get("topic_partitions", [])
+    beat = {**join, "member_epoch": epoch, "rebalance_timeout_ms": -1, "subscribed_topic_names": None,
+            "topic_partitions": None}
+    await s.call("ConsumerGroupHeartbeat nothing new", cgh, beat)
+    await s.call("ConsumerGroupHeartbeat full", cgh, {**join, "member_epoch": epoch, "topic_partitions": owned})
+    await s.call("ConsumerGroupHeartbeat epoch ahead", cgh, {**beat, "member_epoch": epoch + 5})
+    await s.call("ConsumerGroupHeartbeat unknown member", cgh, {**beat, "member_id": str(uuid.uuid4())})
+    oc, of = "OffsetCommit", "OffsetFetch"
+    await s.call("OffsetCommit by member epoch", oc, _offset_commit(group, epoch, member, s.p, {0: 3}))
+    await s.call("OffsetCommit stale member epoch", oc, _offset_commit(group, epoch - 1, member, s.p, {0: 4}))
+    await s.call("OffsetCommit simple to a group in use", oc, _offset_commit(group, -1, "", s.p, {0: 4}))
+    fetch = _offset_fetch(group, s.p, [0, 1], s.versions[of])
+    if s.versions[of] >= 9:
+        await s.call("OffsetFetch by member epoch", of, {**fetch, "groups": [
+            {**fetch["groups"][0], "member_id": member, "member_epoch": epoch}]})
+        await s.call("OffsetFetch stale member epoch", of, {**fetch, "groups": [
+            {**fetch["groups"][0], "member_id": member, "member_epoch": epoch + 1}]})
+    for label, g in (("", group), (" classic group", s.p + "-group"), (" unknown group", s.p + "-no-such-group")):
+        await s.call(f"ConsumerGroupDescribe{label}", cgd, {"group_ids": [g], "include_authorized_operations": False})
+    await s.call("DescribeGroups of a consumer group", "DescribeGroups",
+                 {"groups": [group], "include_authorized_operations": False})
+    await s.call("ListGroups type consumer", "ListGroups", {"states_filter": [], "types_filter": ["consumer"]})
+    await s.call("DeleteGroups consumer group in use", "DeleteGroups", {"groups_names": [group]})
+    await s.call("ConsumerGroupHeartbeat leave", cgh, {**beat, "member_epoch": -1})
+    await s.call("ConsumerGroupDescribe after leaving", cgd, {"group_ids": [group],
+                                                             "include_authorized_operations": False})
+    await s.call("DeleteGroups consumer group after leaving", "DeleteGroups", {"groups_names": [group]})
 
 
 # ------------------------------------------------------------------------------ known differences

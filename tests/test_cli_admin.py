@@ -90,6 +90,14 @@ def test_console_tools_and_consumer_groups(make_cluster):
     assert again.stdout.splitlines() == ["two", "three"]
     missing = kraftctl("consumer-groups", bs, "--describe", "--group", "nobody")
     assert missing.returncode == 1 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
+    # a KIP-848 group: described through ConsumerGroupDescribe
+    modern = kraftctl("console-consumer", bs, "--topic", "lines", "--from-beginning", "--group", "modern",
+                      "--max-messages", "3", "--consumer-property", "group.protocol=consumer")
+    assert modern.stdout.splitlines() == ["one", "two", "three"], modern.stderr
+    described = json.loads(kraftctl("consumer-groups", bs, "--describe", "--group", "modern",
+                                    "--output", "json").stdout)
+    assert described["type"] == "consumer" and described["state"] == "Empty"
+    assert [p["current_offset"] for p in described["partitions"]] == [3]
     cluster.stop_all()
 
 

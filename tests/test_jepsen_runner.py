@@ -39,6 +39,11 @@ def test_options_names_and_overrides():
     assert set(FAST_OVERRIDES) <= set(p)
     with pytest.raises(RunError):
         TestOptions(engine="zab").cluster_overrides()
+    k = TestOptions(sub_via="subscribe", group_protocol="consumer").cluster_overrides()
+    assert k["group.consumer.session.timeout.ms"] == "6000" and k["group.consumer.heartbeat.interval.ms"] == "1000"
+    from jepsen.workloads import QueueWorkload
+    with pytest.raises(ValueError, match="sub_via=subscribe"):
+        QueueWorkload(sub_via="assign", group_protocol="consumer")
 
 
 def test_a_cluster_that_cannot_start_fails_clearly_and_quickly(tmp_path):

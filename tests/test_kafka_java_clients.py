@@ -1,5 +1,5 @@
 """Apache Kafka's Java clients (AdminClient, an idempotent KafkaProducer with acks=all, a
-KafkaConsumer in a classic group) against a 3-node kraft cluster.
+KafkaConsumer in a classic group, then in a KIP-848 consumer group) against a 3-node kraft cluster.
 
 tests/java/KraftClientSmoke.java is compiled here against the jars bench/kafka/pom.xml
 pins; the test skips, saying why, without java / javac / mvn or when the download fails."""
@@ -27,5 +27,7 @@ def test_java_admin_producer_consumer_against_kraft(make_cluster, tmp_path):
     assert steps[-1] == "ok all", steps
     assert any(s.startswith("ok producer idempotent acks=all") for s in steps)
     assert any(s.startswith("ok consumer classic group") for s in steps)
+    assert any(s.startswith("ok consumer consumer group") for s in steps)  # KIP-848, a regex subscription
+    assert any(s.endswith("type=Consumer") for s in steps) and any(s.endswith("type=Classic") for s in steps)
     print(f"Java client smoke test: {elapsed:.1f}s\n" + result.stdout)
     cluster.stop_all()

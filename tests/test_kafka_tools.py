@@ -241,3 +241,27 @@ def test_kafka_configs_reads_and_sets_a_nodes_log_levels(cluster):
     ok(run_tool(*args, "--alter", "--add-config", "metadata=DEBUG"))
     assert "metadata.controller_server=DEBUG" in ok(run_tool(*args, "--describe"))
     ok(run_tool(*args, "--alter", "--delete-config", "metadata"))
+
+
+def test_console_consumer_with_the_consumer_group_protocol(cluster):
+    """Kafka 4.1's consumer with ``group.protocol=consumer`` (KIP-848: ConsumerGroupHeartbeat,
+    OffsetCommit by member epoch), then kafka-consumer-groups reading the group through
+    ConsumerGroupDescribe and ListGroups' group type."""
+    kafka_libs()
+    bs = cluster.bootstrap_servers
+    topic, group = f"kip848-{uuid.uuid4().hex[:8]}", f"kip848-group-{uuid.uuid4().hex[:8]}"
+    ok(run_tool("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", topic, "--partitions", "3",
+                "--replication-factor", "3"))
+    ok(run_tool("kafka-console-producer", "--bootstrap-server", bs, "--topic", topic,
+                input="".join(f"v{i}\n" for i in range(30))))
+    consumed = ok(run_tool("kafka-console-consumer", "--bootstrap-server", bs, "--topic", topic, "--group", group,
+                           "--consumer-property", "group.protocol=consumer", "--from-beginning",
+                           "--max-messages", "30", "--timeout-ms", "30000"))
+    assert sorted(consumed.split()) == sorted(f"v{i}" for i in range(30))
+    listed = ok(run_tool("kafka-consumer-groups", "--bootstrap-server", bs, "--list", "--type"))
+    assert re.search(rf"^{group}\s+Consumer\s*$", listed, re.M), listed
+    state = ok(run_tool("kafka-consumer-groups", "--bootstrap-server", bs, "--describe", "--group", group,
+                        "--state"))
+    assert re.search(rf"^{group}\s+\S+\s+\(\d\)\s+uniform\s+Empty\s+0\s*$", state, re.M), state
+    offsets = ok(run_tool("kafka-consumer-groups", "--bootstrap-server", bs, "--describe", "--group", group))
+    assert sum(int(row.split()[3]) for row in offsets.splitlines() if row.startswith(group)) == 30

@@ -184,6 +184,30 @@ def test_group_and_cluster_refusals():
         E.CLUSTER_AUTHORIZATION_FAILED
 
 
+def test_consumer_group_protocol_checks():
+    """ConsumerGroupHeartbeat: READ on the group and DESCRIBE on each named topic, as Kafka;
+    ConsumerGroupDescribe: DESCRIBE on the group, assignments narrowed to visible topics."""
+    caller = _caller([acl("g", Op.READ, principal="User:bob", rtype=R.GROUP),
+                      acl("orders", Op.DESCRIBE, principal="User:bob")])
+    beat = {"group_id": "g", "subscribed_topic_names": ["orders"]}
+    assert CHECKS["ConsumerGroupHeartbeat"](caller, 1, beat) is None
+    assert CHECKS["ConsumerGroupHeartbeat"](caller, 1, {**beat, "group_id": "h"})["error_code"] == \
+        E.GROUP_AUTHORIZATION_FAILED
+    refused = CHECKS["ConsumerGroupHeartbeat"](caller, 1, {**beat, "subscribed_topic_names": ["orders", "secret"]})
+    assert refused["error_code"] == E.TOPIC_AUTHORIZATION_FAILED and "secret" in refused["error_message"]
+    verdict = CHECKS["ConsumerGroupDescribe"](caller, 0, {"group_ids": ["g", "h"],
+                                                          "include_authorized_operations": False})
+    assert isinstance(verdict, Narrowed) and verdict.body["group_ids"] == ["g"]
+    member = {"assignment": {"topic_partitions": [{"topic_name": "orders"}, {"topic_name": "secret"}]},
+              "target_assignment": {"topic_partitions": [{"topic_name": "secret"}]}}
+    answer = verdict.merge({"groups": [{"group_id": "g", "members": [member]}]})
+    assert [g["group_id"] for g in answer["groups"]] == ["g", "h"]
+    assert answer["groups"][1]["error_code"] == E.GROUP_AUTHORIZATION_FAILED
+    seen = answer["groups"][0]["members"][0]
+    assert seen["assignment"]["topic_partitions"] == [{"topic_name": "orders"}]
+    assert seen["target_assignment"]["topic_partitions"] == []
+
+
 def _populated(fields, version):
     """A message with one element in every array and a name in every string, so that a
     check that refuses or narrows has items to answer."""

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from broker.group.consumer_group import tombstones as consumer_tombstones
 from broker.group.output import Output, Write
 from broker.group.records import group_record, offset_record
 from broker.group.state import Group, GroupState
@@ -10,7 +11,15 @@ from broker.group.table import GroupTable
 from kraft.protocol.error_codes import ErrorCode
 
 S = GroupState
-GROUP_TYPE = "classic"
+
+
+def group_type(group: Group) -> str:
+    """ListGroups' GroupType: "consumer" for KIP-848's groups, "classic" for the others."""
+    return "classic" if group.modern is None else "consumer"
+
+
+def state_name(group: Group) -> str:
+    return group.state.value if group.modern is None else group.modern.state_name()
 
 
 def list_groups(table: GroupTable, version: int, body: dict) -> dict:
@@ -22,12 +31,12 @@ def list_groups(table: GroupTable, version: int, body: dict) -> dict:
     for group in table.groups.values():
         if group.partition not in table.owned or group.is_(S.DEAD):
             continue
-        if states and group.state.value.lower() not in states:
+        if states and state_name(group).lower() not in states:
             continue
-        if types and GROUP_TYPE not in types:
+        if types and group_type(group) not in types:
             continue
         groups.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
-                       "group_state": group.state.value, "group_type": GROUP_TYPE})
+                       "group_state": state_name(group), "group_type": group_type(group)})
     return {"throttle_time_ms": 0, "error_code": 0, "groups": groups}
 
 
@@ -40,7 +49,7 @@ def describe_groups(table: GroupTable, version: int, body: dict) -> dict:
         group = table.groups.get(gid)
         if code:
             entry.update(error_code=int(code), group_state="")
-        elif group is not None:
+        elif group is not None and group.modern is None:  # (a KIP-848 group reads as Dead here, as in Kafka)
             stable = group.is_(S.STABLE)
             entry.update(group_state=group.state.value, protocol_type=group.protocol_type or "",
                          protocol_data=(group.protocol_name or "") if stable else "")
@@ -57,6 +66,8 @@ def describe_groups(table: GroupTable, version: int, body: dict) -> dict:
 def delete_group(table: GroupTable, group: Group, now_ms: int, out: Output, tombstones: tuple = ()) -> None:
     """Delete ``group`` with its offsets: tombstones (``tombstones`` first) and it leaves the table."""
     records = list(tombstones)
+    if group.modern is not None:
+        records += consumer_tombstones(group)
     records += [offset_record(group.group_id, t, p, None) for (t, p) in sorted(group.offsets)]
     records.append(group_record(group.group_id, None))
     group.offsets.clear()
@@ -74,7 +85,7 @@ def delete_groups(table: GroupTable, version: int, body: dict, now_ms: int) -> O
         if not code:
             if group is None or group.is_(S.DEAD):
                 code = ErrorCode.GROUP_ID_NOT_FOUND
-            elif not group.is_(S.EMPTY):
+            elif not group.is_(S.EMPTY) or (group.modern is not None and group.modern.members):
                 code = ErrorCode.NON_EMPTY_GROUP
             else:
                 delete_group(table, group, now_ms, out)

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker.group.assignors import assignor_names
 
-def int_setting(config, name: str, default: int) -> int:
-    """An int setting by Kafka's name from a ServerConfig or a plain mapping (missing or
-    None: ``default``), for the coordinators' configs."""
+
+def setting(config, name: str, default):
+    """A setting by Kafka's name from a ServerConfig or a plain mapping (missing or None:
+    ``default``), for the coordinators' configs."""
     try:
         value = config[name]
     except (KeyError, TypeError):
         return default
-    return default if value is None else int(value)
+    return default if value is None else value
+
+
+def int_setting(config, name: str, default: int) -> int:
+    return int(setting(config, name, default))
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +31,14 @@ class GroupConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offsets_retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096
+    # KIP-848's consumer groups (broker.group.consumer_group)
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_session_timeout_ms: int = 45000
+    consumer_max_size: int = 2**31 - 1
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # UNSAFE (kraft.unsafe.consumer.group.assign.before.revocation): hand a partition to its
+    # new owner before the old one revoked it, so two members consume it at once
+    unsafe_assign_before_revocation: bool = False
 
     @classmethod
     def from_config(cls, config) -> GroupConfig:
@@ -43,4 +57,12 @@ class GroupConfig:
             offsets_retention_check_interval_ms=get("offsets.retention.check.interval.ms",
                                                     d.offsets_retention_check_interval_ms),
             offset_metadata_max_bytes=get("offset.metadata.max.bytes", d.offset_metadata_max_bytes),
+            consumer_heartbeat_interval_ms=get("group.consumer.heartbeat.interval.ms",
+                                               d.consumer_heartbeat_interval_ms),
+            consumer_session_timeout_ms=get("group.consumer.session.timeout.ms", d.consumer_session_timeout_ms),
+            consumer_max_size=get("group.consumer.max.size", d.consumer_max_size),
+            consumer_assignors=tuple(assignor_names(setting(config, "group.consumer.assignors",
+                                                             d.consumer_assignors))),
+            unsafe_assign_before_revocation=str(setting(config, "kraft.unsafe.consumer.group.assign.before.revocation",
+                                                        False)).lower() == "true",
         )

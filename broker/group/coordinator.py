@@ -24,11 +24,13 @@ and hands it to its parts: :class:`Membership` (member ids from an injected ``Ra
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping
 from random import Random
 
 from broker.group import admin
 from broker.group.config import GroupConfig
+from broker.group.consumer_group import ConsumerProtocol, tombstones
 from broker.group.membership import Membership, answer_parked
 from broker.group.offsets import CommittedOffsets
 from broker.group.output import Output, Write
@@ -48,13 +50,18 @@ class GroupCoordinator:
         rng: source of member ids.
         is_leader: ``partition -> bool``, consulted on every request (a broker that lost
             leadership answers NOT_COORDINATOR before its resign notification arrives).
+        topics: ``() -> {name: topic}`` (each with ``.id`` and ``.partitions``), the topics
+            KIP-848 consumer groups subscribe to and are assigned.
     """
 
     def __init__(self, config: GroupConfig | None = None, *, rng: Random | None = None,
-                 is_leader: Callable[[int], bool] | None = None):
+                 is_leader: Callable[[int], bool] | None = None, topics: Callable[[], Mapping] | None = None):
         self.config = config or GroupConfig()
         self.table = GroupTable(self.config.num_partitions, is_leader or (lambda partition: True))
-        self.membership = Membership(self.table, self.config, rng or Random(0))
+        rng = rng or Random(0)
+        self.membership = Membership(self.table, self.config, rng)
+        self.consumer = ConsumerProtocol(self.table, self.config, topics or dict,
+                                         lambda: str(uuid.UUID(int=rng.getrandbits(128), version=4)))
         self.offsets = CommittedOffsets(self.table, self.config)
         self.markers_while_loading: dict[int, list[tuple[int, bool]]] = {}  # partition -> (producer, committed)
         self._next_token = 1
@@ -82,7 +89,10 @@ class GroupCoordinator:
         for gid in loaded.group_ids():
             group = Group(gid, partition, state_timestamp_ms=now_ms)
             value = loaded.groups.get(gid)
-            if value is not None:
+            modern = loaded.consumer_groups.get(gid)
+            if modern is not None and modern.group_epoch is not None:
+                self.consumer.restore(group, modern, now_ms)
+            elif value is not None:
                 _restore(group, value, now_ms)
             group.offsets = dict(loaded.offsets.get(gid, {}))
             group.pending_txn_offsets = {pid: dict(o) for pid, o in loaded.pending_txn_offsets.get(gid, {}).items()}
@@ -115,6 +125,10 @@ class GroupCoordinator:
 
     def write_failed(self, write: Write, now_ms: int) -> Output:
         """``write`` did not commit.  A lost assignment sends the group back to rebalance."""
+        group = self.table.groups.get(write.group_id)
+        if group is not None and group.modern is not None:
+            self.consumer.write_failed(group)
+            return Output()
         return self.membership.write_failed(write, now_ms)
 
     def complete_txn(self, partition: int, producer_id: int, committed: bool) -> None:
@@ -145,7 +159,17 @@ class GroupCoordinator:
     def _dispatch(self, api, version, body, now_ms, client_id, client_host) -> Output:
         membership, offsets, table = self.membership, self.offsets, self.table
         if api == "JoinGroup":
-            return membership.join_group(version, body, now_ms, client_id=client_id, client_host=client_host)
+            group = table.groups.get(body["group_id"])
+            dropped = ()
+            if group is not None and group.modern is not None and not group.modern.members \
+                    and not table.coordinator_error(group.group_id):
+                # an empty KIP-848 group becomes a classic one, keeping its offsets
+                dropped = tombstones(group)
+                group.modern = None
+            out = membership.join_group(version, body, now_ms, client_id=client_id, client_host=client_host)
+            if dropped:
+                out.writes.insert(0, Write(group.partition, group.group_id, dropped))
+            return out
         if api == "SyncGroup":
             return membership.sync_group(version, body, now_ms)
         if api == "Heartbeat":
@@ -158,6 +182,10 @@ class GroupCoordinator:
             return offsets.txn_offset_commit(version, body, now_ms)
         if api == "OffsetFetch":
             return Output(offsets.offset_fetch(version, body))
+        if api == "ConsumerGroupHeartbeat":
+            return self.consumer.heartbeat(version, body, now_ms, client_id=client_id, client_host=client_host)
+        if api == "ConsumerGroupDescribe":
+            return Output(self.consumer.describe(version, body))
         if api == "ListGroups":
             return Output(admin.list_groups(table, version, body))
         if api == "DescribeGroups":
@@ -173,7 +201,8 @@ class GroupCoordinator:
     def has_deadlines(self) -> bool:
         """Whether a group here has a member session, a pending member or a join phase that
         ``tick`` must expire (else only offsets retention, checked on its own interval)."""
-        return any(group.members or group.pending_members for group in self.table.served())
+        return any(group.members or group.pending_members or (group.modern is not None and group.modern.members)
+                   for group in self.table.served())
 
     def next_offsets_check_ms(self, now_ms: int) -> int:
         """When ``tick`` next expires offsets (now, before its first call)."""
@@ -183,7 +212,10 @@ class GroupCoordinator:
         """Expire sessions, pending members, join phases and (periodically) offsets."""
         out = Output()
         for group in self.table.served():
-            self.membership.expire(group, now_ms, out)
+            if group.modern is not None:
+                self.consumer.expire(group, now_ms, out)
+            else:
+                self.membership.expire(group, now_ms, out)
         if self._next_retention_check_ms is None:
             self._next_retention_check_ms = now_ms + self.config.offsets_retention_check_interval_ms
         elif now_ms >= self._next_retention_check_ms:

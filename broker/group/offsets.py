@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from broker.group.admin import delete_group
 from broker.group.config import GroupConfig
+from broker.group.consumer_group import commit_error, fetch_error
 from broker.group.membership import member_error
 from broker.group.output import Output, Write
 from broker.group.records import OffsetValue, offset_record
@@ -71,7 +72,10 @@ class CommittedOffsets:
     # ------------------------------------------------------------------ OffsetCommit
 
     @staticmethod
-    def _commit_error(group: Group, generation: int, member_id: str, instance: str | None) -> int:
+    def _commit_error(group: Group, generation: int, member_id: str, instance: str | None,
+                      version: int, transactional: bool) -> int:
+        if group.modern is not None:  # a KIP-848 group: fenced by member epoch
+            return commit_error(group.modern, member_id, generation, version, transactional)
         if generation < 0 and group.is_(S.EMPTY):
             return ErrorCode.NONE  # a simple commit: the group does not use the coordinator
         if code := member_error(group, member_id, instance, generation):
@@ -115,7 +119,8 @@ class CommittedOffsets:
                 else:
                     group = self.table.groups[gid] = self.table.new_group(gid, now_ms)
             else:
-                code = self._commit_error(group, generation, member_id, body.get("group_instance_id"))
+                code = self._commit_error(group, generation, member_id, body.get("group_instance_id"),
+                                          version, False)
         if code:
             return Output(answer(lambda t, p: code))
         if member_id in group.members:
@@ -151,7 +156,7 @@ class CommittedOffsets:
                 code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             elif version >= 3 and body.get("member_id") and body.get("generation_id", -1) >= 0:
                 code = self._commit_error(group, body["generation_id"], body["member_id"],
-                                          body.get("group_instance_id"))
+                                          body.get("group_instance_id"), version, True)
         if code:
             return Output(_commit_answer(body, lambda t, p: code))
         out, offsets, records = self._commit_output(gid, body, lambda p: OffsetValue(
@@ -163,12 +168,15 @@ class CommittedOffsets:
 
     # ------------------------------------------------------------------ OffsetFetch
 
-    def _fetch_group(self, gid: str, topics: list | None,
-                     require_stable: bool = False) -> tuple[int, list]:
+    def _fetch_group(self, gid: str, topics: list | None, require_stable: bool = False,
+                     member_id: str | None = None, member_epoch: int = -1) -> tuple[int, list]:
         code = ErrorCode.INVALID_GROUP_ID if not gid else self.table.coordinator_error(gid)
         if code:
             return code, []
         group = self.table.groups.get(gid)
+        if group is not None and group.modern is not None:  # v9+: a member's fetch carries its epoch
+            if code := fetch_error(group.modern, member_id, member_epoch):
+                return code, []
         offsets = group.offsets if group is not None and not group.is_(S.DEAD) else {}
         # KIP-447: a partition with a transactional commit awaiting its marker is unstable;
         # a read_committed consumer retries rather than start from the older offset.
@@ -197,7 +205,8 @@ class CommittedOffsets:
         if version >= 8:
             groups = []
             for g in body["groups"]:
-                code, topics = self._fetch_group(g["group_id"], g["topics"], body.get("require_stable", False))
+                code, topics = self._fetch_group(g["group_id"], g["topics"], body.get("require_stable", False),
+                                                 g.get("member_id"), g.get("member_epoch", -1))
                 groups.append({"group_id": g["group_id"], "topics": topics, "error_code": int(code)})
             return {"throttle_time_ms": 0, "groups": groups}
         code, topics = self._fetch_group(body["group_id"], body["topics"], body.get("require_stable", False))
@@ -221,7 +230,10 @@ class CommittedOffsets:
             code = ErrorCode.NON_EMPTY_GROUP
         if code:
             return Output({"error_code": int(code), "throttle_time_ms": 0, "topics": []})
-        subscribed = frozenset() if group.is_(S.EMPTY) else group.subscribed_topics
+        if group.modern is not None:
+            subscribed = group.modern.subscribed_topics()
+        else:
+            subscribed = frozenset() if group.is_(S.EMPTY) else group.subscribed_topics
         records, topics = [], []
         for t in body["topics"]:
             parts = []
@@ -245,21 +257,27 @@ class CommittedOffsets:
         """Drop the offsets past their retention, and the Empty groups left without any."""
         retention = self.config.offsets_retention_ms
         for group in self.table.served():
-            if not group.protocol_type:
+            # A consumer group with members (KIP-848's or a Stable classic one) keeps the
+            # offsets of the topics it subscribes to; the others expire by commit time.
+            subscribed = None
+            active = group.modern is not None and bool(group.modern.members)
+            if active:
+                base, subscribed = None, group.modern.subscribed_topics()
+            elif not group.protocol_type:
                 base = None  # never had members: each offset by its commit time
             elif group.is_(S.EMPTY):
                 base = group.state_timestamp_ms
             elif group.is_(S.STABLE) and group.protocol_type == CONSUMER_PROTOCOL_TYPE \
                     and group.subscribed_topics is not None:
-                base = None
+                base, subscribed = None, group.subscribed_topics
             else:
                 continue
             expired = []
             for tp, v in group.offsets.items():
                 if v.expire_timestamp >= 0:
                     gone = now_ms >= v.expire_timestamp
-                elif group.is_(S.STABLE):
-                    gone = tp[0] not in group.subscribed_topics and now_ms >= v.commit_timestamp + retention
+                elif subscribed is not None:
+                    gone = tp[0] not in subscribed and now_ms >= v.commit_timestamp + retention
                 else:
                     start = v.commit_timestamp if base is None or base < 0 else base
                     gone = now_ms >= start + retention
@@ -269,7 +287,7 @@ class CommittedOffsets:
                 del group.offsets[tp]
             tombstones = tuple(offset_record(group.group_id, t, p, None) for t, p in expired)
             idle = group.state_timestamp_ms < 0 or now_ms >= group.state_timestamp_ms + retention
-            if group.is_(S.EMPTY) and not group.offsets and not group.pending_members and idle:
+            if group.is_(S.EMPTY) and not active and not group.offsets and not group.pending_members and idle:
                 delete_group(self.table, group, now_ms, out, tombstones)
             elif expired:
                 out.writes.append(Write(group.partition, group.group_id, tombstones))

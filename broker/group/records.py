@@ -382,19 +382,25 @@ class LoadedPartition:
     offsets: dict[str, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)
     # group -> producer id -> offsets of a transaction without its marker yet
     pending_txn_offsets: dict[str, dict[int, dict[tuple[str, int], OffsetValue]]] = field(default_factory=dict)
+    # KIP-848 groups' records (broker.group.consumer_records.LoadedConsumerGroup) by group
+    consumer_groups: dict = field(default_factory=dict)
 
     def group_ids(self) -> set[str]:
-        return set(self.groups) | set(self.offsets) | set(self.pending_txn_offsets)
+        modern = {g for g, loaded in self.consumer_groups.items() if loaded.group_epoch is not None}
+        return set(self.groups) | set(self.offsets) | set(self.pending_txn_offsets) | modern
 
 
 def replay(records: Iterable[tuple[bytes | None, bytes | None] | TxnRecord | TxnMarker]) -> LoadedPartition:
     """Rebuild the latest state from (key, value) records in log order.
 
     Records without a key or with an unknown key version are skipped; a tombstone deletes.
+    KIP-848 groups' records (key versions 3 and up) are gathered per group as they stand.
     Offsets of transactional batches (:class:`TxnRecord`) wait for their producer's
     :class:`TxnMarker`: a commit applies them at the marker's place in the log, an abort
     drops them; those still waiting at the end are returned as pending.
     """
+    from broker.group import consumer_records  # (it builds on this module's codecs)
+
     out = LoadedPartition()
     pending: dict[int, list[tuple[OffsetKey, OffsetValue]]] = {}
     for item in records:
@@ -427,6 +433,11 @@ def replay(records: Iterable[tuple[bytes | None, bytes | None] | TxnRecord | Txn
                         del out.offsets[key.group]
             else:
                 out.offsets.setdefault(key.group, {})[tp] = decode_offset_value(value_bytes)
+        elif (modern := consumer_records.decode_key(key_bytes)) is not None:
+            loaded = out.consumer_groups.get(modern.group)
+            if loaded is None:
+                loaded = out.consumer_groups[modern.group] = consumer_records.LoadedConsumerGroup()
+            loaded.apply(modern, key_bytes, value_bytes)
     for pid, entries in pending.items():
         for key, value in entries:
             out.pending_txn_offsets.setdefault(key.group, {}).setdefault(pid, {})[(key.topic, key.partition)] = value

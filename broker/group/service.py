@@ -21,12 +21,12 @@ import inspect
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from random import Random
 
 import trio
 
-from broker.group.config import GroupConfig
+from broker.group.config import GroupConfig, setting
 from broker.group.coordinator import GroupCoordinator
 from broker.group.output import Output, Write
 from broker.group.records import TxnMarker, TxnRecord, partition_for, replay
@@ -42,13 +42,28 @@ IDLE_TICK_S = 1.0
 IDLE_TICK_MAX_S = 10.0  # how long an idle coordinator sleeps at most (wall-clock jumps)
 
 GROUP_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch",
-              "ListGroups", "DescribeGroups", "DeleteGroups", "OffsetDelete", "TxnOffsetCommit")
+              "ListGroups", "DescribeGroups", "DeleteGroups", "OffsetDelete", "TxnOffsetCommit",
+              "ConsumerGroupHeartbeat", "ConsumerGroupDescribe")
 # The versions this service answers (within the schema table).
 GROUP_API_VERSIONS: dict[str, tuple[int, int]] = {
     "JoinGroup": (0, 9), "SyncGroup": (0, 5), "Heartbeat": (0, 4), "LeaveGroup": (0, 5),
     "OffsetCommit": (0, 9), "OffsetFetch": (0, 9), "ListGroups": (0, 5), "DescribeGroups": (0, 5),
     "DeleteGroups": (0, 2), "OffsetDelete": (0, 0), "TxnOffsetCommit": (0, 4),
+    "ConsumerGroupHeartbeat": (0, 1), "ConsumerGroupDescribe": (0, 0),
 }
+# The APIs of KIP-848's consumer group protocol, advertised only while
+# group.coordinator.rebalance.protocols names "consumer"
+CONSUMER_PROTOCOL_APIS = ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")
+
+
+def group_api_versions(config) -> dict[str, tuple[int, int]]:
+    """The group APIs a broker with ``config`` answers."""
+    protocols = setting(config, "group.coordinator.rebalance.protocols", ["classic", "consumer"])
+    if isinstance(protocols, str):
+        protocols = protocols.split(",")
+    if "consumer" in {p.strip().lower() for p in protocols}:
+        return dict(GROUP_API_VERSIONS)
+    return {api: v for api, v in GROUP_API_VERSIONS.items() if api not in CONSUMER_PROTOCOL_APIS}
 
 
 def _wall_clock_ms() -> int:
@@ -103,17 +118,21 @@ class GroupCoordinatorService:
         store: see the module docstring.
         clock: milliseconds now (wall clock by default).
         tick_interval_s: how often ``run`` expires sessions and rebalance timeouts.
+        topics: ``() -> {name: topic}`` of the metadata image (KIP-848 groups' subscriptions).
     """
 
     def __init__(self, broker_id: int, config, store, *, clock: Callable[[], int] | None = None,
-                 rng: Random | None = None, tick_interval_s: float = 0.05):
+                 rng: Random | None = None, tick_interval_s: float = 0.05, topics: Callable[[], Mapping] | None = None):
         self.broker_id = broker_id
         self.config = config if isinstance(config, GroupConfig) else GroupConfig.from_config(config)
         self.store = store
         self.clock = clock or _wall_clock_ms
         self.tick_interval_s = tick_interval_s
         self._activity = trio.Event()  # set by every request
-        self.core = GroupCoordinator(self.config, rng=rng or Random(), is_leader=store.is_leader)
+        if self.config.unsafe_assign_before_revocation:
+            log.warning("UNSAFE MODE: kraft.unsafe.consumer.group.assign.before.revocation=true — a partition "
+                        "moves to its new owner before the old one revoked it (KIP-848 groups)")
+        self.core = GroupCoordinator(self.config, rng=rng or Random(), is_leader=store.is_leader, topics=topics)
         self._waiters: dict[int, _Waiter] = {}
         self._ticket_api: dict[int, str] = {}
         self._locks: dict[int, trio.Lock] = {}

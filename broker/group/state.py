@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker.group.records import OffsetValue
 from kraft.protocol import codec
@@ -105,6 +106,9 @@ class Group:
     initial_delay_remaining_ms: int = 0
     initial_delay_new_member: bool = False
     subscribed_topics: frozenset[str] | None = None
+    # A KIP-848 consumer group's state (broker.group.consumer_group.ConsumerGroup); None for a
+    # classic group.  The classic fields above then stay those of an Empty group.
+    modern: Any = None
 
     def transition(self, new: GroupState, now_ms: int) -> None:
         if new not in TRANSITIONS[self.state]:

@@ -219,7 +219,7 @@ class ConfluentQueue:
     """A producer and an assign-based consumer (librdkafka)."""
 
     def __init__(self, bootstrap: str, topic: str, *, timeout_s: float = 5.0,
-                 group: str | None = None, max_poll: int = 100):
+                 group: str | None = None, max_poll: int = 100, group_protocol: str = "classic"):
         from confluent_kafka import Consumer, Producer
 
         self.topic = topic
@@ -231,12 +231,15 @@ class ConfluentQueue:
             "linger.ms": 0, "message.timeout.ms": ms, "request.timeout.ms": ms,
             "socket.timeout.ms": ms, "log_level": 0, "retry.backoff.ms": 50,
         }))
+        # KIP-848 (group.protocol=consumer): the coordinator sets the session and heartbeat
+        # interval, which librdkafka then refuses as client settings
+        group_settings = ({"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000} if group_protocol == "classic"
+                          else {"group.protocol": group_protocol})
         self.consumer = Consumer(security.librdkafka({
             "bootstrap.servers": bootstrap, "group.id": group or f"jepsen-{id(self)}",
             "enable.auto.commit": False, "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest", "log_level": 0, "socket.timeout.ms": ms,
-            "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
-            "fetch.wait.max.ms": 100, "topic.metadata.refresh.interval.ms": 1000,
+            **group_settings, "fetch.wait.max.ms": 100, "topic.metadata.refresh.interval.ms": 1000,
             **_librdkafka_debug(),
         }))
         self.positions: dict[int, int] = {}

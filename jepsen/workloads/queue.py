@@ -90,10 +90,14 @@ class QueueWorkload:
     checker = "queue"
 
     def __init__(self, keys: int = 4, client: str = "confluent", sub_via: str = "assign",
-                 timeout_s: float = 5.0, weights: dict[str, int] | None = None, **_ignored):
+                 timeout_s: float = 5.0, weights: dict[str, int] | None = None,
+                 group_protocol: str = "classic", **_ignored):
+        if group_protocol != "classic" and (sub_via != "subscribe" or client != "confluent"):
+            raise ValueError("group_protocol=consumer needs sub_via=subscribe and the confluent client")
         self.keys = keys
         self.client = client
         self.sub_via = sub_via
+        self.group_protocol = group_protocol
         self.timeout_s = timeout_s
         self.weights = weights
 
@@ -104,8 +108,9 @@ class QueueWorkload:
         return QueueGenerator(self.keys, seed, self.weights, self.sub_via)
 
     def open_client(self, bootstrap: str, process: Any):
+        extra = {"group_protocol": self.group_protocol} if self.group_protocol != "classic" else {}
         return queue_client(self.client, bootstrap, TOPIC, timeout_s=self.timeout_s,
-                            group=f"jepsen-{process}" if self.sub_via == "subscribe" else None)
+                            group=f"jepsen-{process}" if self.sub_via == "subscribe" else None, **extra)
 
     def invoke(self, client, f: str, value: Any) -> tuple[str, Any, str | None]:
         """One operation (blocking, in a worker thread): ``(type, value, error)``."""

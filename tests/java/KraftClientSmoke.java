@@ -31,6 +31,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -61,8 +62,10 @@ public class KraftClientSmoke {
         try (Admin admin = Admin.create(common)) {
             admin(admin, topic);
             produce(bootstrap, topic);
-            consume(bootstrap, topic, group);
+            consume(bootstrap, topic, group, "classic");
             groupAdmin(admin, topic, group);
+            consume(bootstrap, topic, group + "-kip848", "consumer");
+            groupAdmin(admin, topic, group + "-kip848");
             admin.deleteTopics(List.of(topic)).all().get(30, TimeUnit.SECONDS);
             System.out.println("ok admin deleteTopics");
         }
@@ -171,11 +174,12 @@ public class KraftClientSmoke {
         System.out.println("ok producer idempotent acks=all records=" + RECORDS);
     }
 
-    static void consume(String bootstrap, String topic, String group) {
+    // protocol "classic" subscribes by name; "consumer" (KIP-848) by a regex the coordinator resolves
+    static void consume(String bootstrap, String topic, String group, String protocol) {
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
-        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
@@ -183,7 +187,11 @@ public class KraftClientSmoke {
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         Set<String> seen = new HashSet<>();
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props)) {
-            consumer.subscribe(List.of(topic));
+            if (protocol.equals("consumer")) {  // a regex the broker resolves (RE2J syntax)
+                consumer.subscribe(new SubscriptionPattern(topic + "|no-such-topic-.*"));
+            } else {
+                consumer.subscribe(List.of(topic));
+            }
             long deadline = System.currentTimeMillis() + 45_000;
             while (seen.size() < RECORDS) {
                 check(System.currentTimeMillis() < deadline, "consumed " + seen.size() + " of " + RECORDS);
@@ -202,7 +210,7 @@ public class KraftClientSmoke {
                       "committed offset of " + tp + ": " + committed.get(tp));
             }
         }
-        System.out.println("ok consumer classic group subscribe poll commitSync records=" + seen.size());
+        System.out.println("ok consumer " + protocol + " group subscribe poll commitSync records=" + seen.size());
     }
 
     static void groupAdmin(Admin admin, String topic, String group) throws Exception {
@@ -213,6 +221,6 @@ public class KraftClientSmoke {
         check(description.members().isEmpty(), "the group is empty once its consumer closed: " + description);
         admin.deleteConsumerGroups(List.of(group)).all().get(30, TimeUnit.SECONDS);
         System.out.println("ok admin listConsumerGroupOffsets describeConsumerGroups deleteConsumerGroups state="
-                + description.groupState());
+                + description.groupState() + " type=" + description.type());
     }
 }

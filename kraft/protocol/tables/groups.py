@@ -209,4 +209,65 @@ response 0 flex=none
     Partitions []OffsetDeleteResponsePartition 0+
       PartitionIndex int32 0+
       ErrorCode int16 0+
+
+api ConsumerGroupHeartbeat 68
+request 0-1 flex=0+
+  GroupId string 0+
+  MemberId string 0+
+  MemberEpoch int32 0+
+  InstanceId string 0+ null=0+ default=null
+  RackId string 0+ null=0+ default=null
+  RebalanceTimeoutMs int32 0+ default=-1
+  SubscribedTopicNames []string 0+ null=0+ default=null
+  SubscribedTopicRegex string 1+ null=1+ default=null
+  ServerAssignor string 0+ null=0+ default=null
+  TopicPartitions []TopicPartitions 0+ null=0+ default=null
+    TopicId uuid 0+
+    Partitions []int32 0+
+response 0-1 flex=0+
+  ThrottleTimeMs int32 0+
+  ErrorCode int16 0+
+  ErrorMessage string 0+ null=0+ default=null
+  MemberId string 0+ null=0+ default=null
+  MemberEpoch int32 0+
+  HeartbeatIntervalMs int32 0+
+  Assignment Assignment 0+ null=0+ default=null
+    TopicPartitions []TopicPartitions 0+
+      TopicId uuid 0+
+      Partitions []int32 0+
+
+api ConsumerGroupDescribe 69
+request 0-0 flex=0+
+  GroupIds []string 0+
+  IncludeAuthorizedOperations bool 0+
+response 0-0 flex=0+
+  ThrottleTimeMs int32 0+
+  Groups []DescribedGroup 0+
+    ErrorCode int16 0+
+    ErrorMessage string 0+ null=0+ default=null
+    GroupId string 0+
+    GroupState string 0+
+    GroupEpoch int32 0+
+    AssignmentEpoch int32 0+
+    AssignorName string 0+
+    Members []Member 0+
+      MemberId string 0+
+      InstanceId string 0+ null=0+ default=null
+      RackId string 0+ null=0+ default=null
+      MemberEpoch int32 0+
+      ClientId string 0+
+      ClientHost string 0+
+      SubscribedTopicNames []string 0+
+      SubscribedTopicRegex string 0+ null=0+ default=null
+      Assignment Assignment 0+
+        TopicPartitions []TopicPartitions 0+
+          TopicId uuid 0+
+          TopicName string 0+
+          Partitions []int32 0+
+      TargetAssignment Assignment 0+
+        TopicPartitions []TopicPartitions 0+
+          TopicId uuid 0+
+          TopicName string 0+
+          Partitions []int32 0+
+    AuthorizedOperations int32 0+ default=-2147483648
 """
