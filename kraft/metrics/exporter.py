@@ -365,7 +365,8 @@ def _fetch_session_families(node):
     yield c
 
 
-_GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
+# classic groups' states, then KIP-848 consumer groups' own (Stable and Empty are both's)
+_GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling")
 
 
 def _group_families(node):
@@ -375,7 +376,8 @@ def _group_families(node):
     by_state = dict.fromkeys(_GROUP_STATES, 0)
     offsets = 0
     for group in groups:
-        by_state[group.state.value] = by_state.get(group.state.value, 0) + 1
+        state = group.state.value if group.modern is None else group.modern.state_name()
+        by_state[state] = by_state.get(state, 0) + 1
         offsets += len(group.offsets)
     prefix = "kafka.coordinator.group:type=GroupMetadataManager,name="
     for name, value, doc in (("NumGroups", len(groups), "Consumer groups this broker coordinates"),
