@@ -95,9 +95,11 @@ def test_first_member_joins_and_gets_every_partition():
     assert r["error_code"] == NONE and r["member_id"] == "m1" and r["member_epoch"] == 1
     assert r["heartbeat_interval_ms"] == 5000
     assert assigned(r) == {(c.tid("t"), p) for p in range(6)}
-    # a heartbeat with nothing new carries no assignment
+    # a heartbeat with nothing new carries no assignment and writes nothing
+    written = len(c.log)
     again = c.hb("m1", 1)
     assert again["member_epoch"] == 1 and again["assignment"] is None
+    assert c.hb("m1", 1, owned=assigned(r))["assignment"] is None and len(c.log) == written
     # a v0 join without a member id is given one
     r0 = c.hb("", version=0, group="g")
     assert r0["error_code"] == NONE and uuid.UUID(r0["member_id"])
