@@ -97,8 +97,11 @@ def describe_resource(config: ServerConfig, image: MetadataImage, res: dict) -> 
             out.update(error_code=ErrorCode.INVALID_REQUEST,
                        error_message=f"broker {name!r} cannot be described by broker {config.node_id}")
             return out
+        # The cluster-wide default (no name) is only what was set dynamically for every broker,
+        # as Kafka's; a broker's own view adds its defaults and its file.
         values = broker_key_defaults(config) if name else {}
-        values.update((k, (v, STATIC_BROKER_CONFIG, _type_of(KEYS, k))) for k, v in config.originals.items())
+        if name:
+            values.update((k, (v, STATIC_BROKER_CONFIG, _type_of(KEYS, k))) for k, v in config.originals.items())
         # Kafka's precedence: this broker's dynamic value, the cluster-wide dynamic default,
         # the static file.  kafka-configs --describe shows each by its source.
         for k, v in image.config(ConfigResourceType.BROKER, "").items():

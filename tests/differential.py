@@ -513,6 +513,9 @@ async def admin_steps(s: Session, rf: int) -> None:
                        "configuration_keys": ["num.partitions", "log.retention.hours", "message.max.bytes",
                                               "auto.create.topics.enable"]}],
         "include_synonyms": False, "include_documentation": False})
+    await s.call("DescribeConfigs cluster-wide broker default (all keys)", dc, {
+        "resources": [{"resource_type": 4, "resource_name": "", "configuration_keys": None}],
+        "include_synonyms": False, "include_documentation": False})
     iac = "IncrementalAlterConfigs"
 
     def alter(name, *ops, validate=False):

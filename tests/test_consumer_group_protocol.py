@@ -327,6 +327,33 @@ def test_assignors_balance_and_stick():
     assert ranged["m1"] == {(t1, 0), (t1, 1), (t1, 2)} and ranged["m2"] == {(t1, 3), (t1, 4)}
 
 
+def test_uniform_quotas_for_one_subscription_match_the_general_way():
+    """Every member on the same topics takes the quota path: as balanced as the general
+    algorithm, every partition once, and no more partitions moved than it moves."""
+    from broker.group.assignors import _uniform_any_subscriptions, _uniform_same_subscription
+
+    rng = random.Random(7)
+    for _ in range(200):
+        topics = {f"t{i}": (uuid.UUID(int=i + 1), rng.randint(0, 12)) for i in range(rng.randint(1, 3))}
+        members = [f"m{i}" for i in range(rng.randint(1, 8))]
+        subs = {m: frozenset(topics) for m in members}
+        every = [(tid, p) for tid, n in topics.values() for p in range(n)]
+        previous: dict = {}  # a target assignment: each partition with one member at most
+        for p in every:
+            if rng.random() < 0.8:
+                owner = rng.choice(members + ["gone"])
+                previous[owner] = previous.get(owner, frozenset()) | {p}
+        fast = _uniform_same_subscription(subs, topics, previous)
+        slow = _uniform_any_subscriptions(subs, topics, previous)
+        for result in (fast, slow):
+            counts = sorted(len(v) for v in result.values())
+            assert counts[-1] - counts[0] <= 1 and sorted(p for v in result.values() for p in v) == sorted(every)
+
+        def moved(result):
+            return sum(len(result[m] - previous.get(m, frozenset())) for m in members)
+        assert moved(fast) <= moved(slow)
+
+
 def test_heartbeat_round_trips_on_the_wire():
     for version in (0, 1):
         body = {"group_id": "g", "member_id": "m", "member_epoch": 3, "instance_id": None, "rack_id": "r",

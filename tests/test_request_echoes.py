@@ -19,6 +19,8 @@ REVIEWED = {
     ("OffsetFetch", ".groups[].topics"): "null asks for every committed offset of the group",
     ("DescribeLogDirs", ".results[].topics"): "null asks for every partition the broker hosts",
     ("ListPartitionReassignments", ".topics"): "null asks for every reassignment under way: the answer lists them",
+    ("ConsumerGroupHeartbeat", ".assignment.topic_partitions"):
+        "null owned partitions mean unchanged; the answer's assignment is built from the member's partitions",
 }
 
 

@@ -399,7 +399,7 @@ class ConsumerProtocol:
             return
         cg.assignor = self._choose_assignor(cg)
         topics = self.topics()
-        subscriptions = {m.member_id: frozenset(self._resolved(m, topics)) & cg.topics.keys()
+        subscriptions = {m.member_id: frozenset(self._resolved(m, topics) & cg.topics.keys())
                          for m in cg.members.values()}
         cg.target = ASSIGNORS[cg.assignor](subscriptions, cg.topics, cg.target)
         cg.assignment_epoch = cg.group_epoch

@@ -21,7 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from broker.group.records import RecordFormatError, _Reader, _Writer, partition_for
+from broker.group.record_codec import RecordFormatError, _Reader, _Writer
+from broker.group.records import partition_for
 
 TXN_KEY_VERSION = 0
 TXN_VALUE_VERSION = 0
