@@ -531,27 +531,13 @@ def _list_groups(caller: Caller, version: int, body: dict):
         g for g in answer["groups"] if caller.group(Op.DESCRIBE, g["group_id"])]})
 
 
-def _describe_groups(caller: Caller, version: int, body: dict):
-    allowed, denied = _split(body["groups"], lambda g: caller.group(Op.DESCRIBE, g))
-    answers = [{"error_code": GROUP_DENIED, "group_id": g, "group_state": "", "protocol_type": "",
-                "protocol_data": "", "members": [], "authorized_operations": UNSET_OPERATIONS} for g in denied]
-    if not allowed:
-        return {"throttle_time_ms": 0, "groups": answers}
-
-    def merge(answer):
-        if body.get("include_authorized_operations"):
-            for g in answer["groups"]:
-                g["authorized_operations"] = caller.operations(ResourceType.GROUP, g["group_id"])
-        answer["groups"] = list(answer["groups"]) + answers
-        return answer
-    return Narrowed({**body, "groups": allowed}, merge)
-
-
-def _consumer_group_describe(caller: Caller, version: int, body: dict):
-    allowed, denied = _split(body["group_ids"], lambda g: caller.group(Op.DESCRIBE, g))
-    answers = [{"error_code": GROUP_DENIED, "error_message": None, "group_id": g, "group_state": "",
-                "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
-                "authorized_operations": UNSET_OPERATIONS} for g in denied]
+def _groups_described(caller: Caller, body: dict, ids_key: str, denied_entry: Callable[[str], dict],
+                      narrow: Callable[[dict], None] | None = None):
+    """DescribeGroups and ConsumerGroupDescribe: DESCRIBE on each group, a denied one answered
+    with ``denied_entry(id)``; the described ones get their authorized operations when asked,
+    and ``narrow`` trims each of them."""
+    allowed, denied = _split(body[ids_key], lambda g: caller.group(Op.DESCRIBE, g))
+    answers = [denied_entry(g) for g in denied]
     if not allowed:
         return {"throttle_time_ms": 0, "groups": answers}
 
@@ -559,13 +545,29 @@ def _consumer_group_describe(caller: Caller, version: int, body: dict):
         for g in answer["groups"]:
             if body.get("include_authorized_operations"):
                 g["authorized_operations"] = caller.operations(ResourceType.GROUP, g["group_id"])
-            for m in g["members"]:  # only the partitions of topics the caller may describe
-                for key in ("assignment", "target_assignment"):
-                    m[key] = {"topic_partitions": [t for t in m[key]["topic_partitions"]
-                                                   if caller.topic(Op.DESCRIBE, t["topic_name"])]}
+            if narrow is not None:
+                narrow(g)
         answer["groups"] = list(answer["groups"]) + answers
         return answer
-    return Narrowed({**body, "group_ids": allowed}, merge)
+    return Narrowed({**body, ids_key: allowed}, merge)
+
+
+def _describe_groups(caller: Caller, version: int, body: dict):
+    return _groups_described(caller, body, "groups", lambda g: {
+        "error_code": GROUP_DENIED, "group_id": g, "group_state": "", "protocol_type": "", "protocol_data": "",
+        "members": [], "authorized_operations": UNSET_OPERATIONS})
+
+
+def _consumer_group_describe(caller: Caller, version: int, body: dict):
+    def visible_topics_only(group):
+        for m in group["members"]:
+            for key in ("assignment", "target_assignment"):
+                m[key] = {"topic_partitions": [t for t in m[key]["topic_partitions"]
+                                               if caller.topic(Op.DESCRIBE, t["topic_name"])]}
+    return _groups_described(caller, body, "group_ids", lambda g: {
+        "error_code": GROUP_DENIED, "error_message": None, "group_id": g, "group_state": "", "group_epoch": 0,
+        "assignment_epoch": 0, "assignor_name": "", "members": [], "authorized_operations": UNSET_OPERATIONS},
+        visible_topics_only)
 
 
 def _delete_groups(caller: Caller, version: int, body: dict):

@@ -16,6 +16,7 @@ import pytest
 
 from broker.group.assignors import range_, uniform
 from broker.group.config import GroupConfig
+from broker.group.consumer_group import wire_partitions
 from broker.group.coordinator import GroupCoordinator
 from broker.group.records import replay
 from kraft.protocol import codec
@@ -70,19 +71,12 @@ class Cluster:
         if epoch == 0:
             body.update(rebalance_timeout_ms=30000, subscribed_topic_names=list(topics), topic_partitions=[])
         if owned is not None:
-            body["topic_partitions"] = wire(owned)
+            body["topic_partitions"] = wire_partitions(frozenset(owned))
         body.update(fields)
         return self.keep(self.core.handle("ConsumerGroupHeartbeat", version, body, self.now, client_id="c")).response
 
     def call(self, api, version, body):
         return self.keep(self.core.handle(api, version, body, self.now)).response
-
-
-def wire(partitions) -> list:
-    by_topic: dict = {}
-    for topic_id, index in partitions:
-        by_topic.setdefault(topic_id, []).append(index)
-    return [{"topic_id": t, "partitions": sorted(ps)} for t, ps in by_topic.items()]
 
 
 def assigned(response) -> set:

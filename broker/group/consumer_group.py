@@ -55,6 +55,12 @@ _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # a bad pattern is the client's error, answered, not logged
 
 
+def _answer(member_id: str | None, epoch: int, interval_ms: int, assignment: dict | None = None,
+            code: int = 0, message: str | None = None) -> dict:
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message, "member_id": member_id,
+            "member_epoch": epoch, "heartbeat_interval_ms": interval_ms, "assignment": assignment}
+
+
 class HeartbeatError(Exception):
     def __init__(self, code: int, message: str | None = None):
         super().__init__(message)
@@ -94,7 +100,8 @@ class ConsumerGroup:
     topics: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)  # the subscribed ones
     persisted: dict[bytes, bytes] = field(default_factory=dict)  # its records' keys -> values written
     gone: set[str] = field(default_factory=set)  # members removed since the last write
-    metadata_cache: tuple = (None, None, None)  # (topics mapping, subscriptions, their metadata)
+    # (the topics mapping, {(topic names, regex): the topics that subscription takes in})
+    resolved_cache: tuple = (None, {})
 
     def static_member(self, instance_id: str | None) -> ConsumerMember | None:
         if instance_id is None:
@@ -122,16 +129,10 @@ def _partitions(wire: list | None) -> frozenset[Partition] | None:
 
 
 def wire_partitions(partitions: frozenset[Partition], names: Mapping[uuid.UUID, str] | None = None) -> list:
-    by_topic: dict[uuid.UUID, list[int]] = {}
-    for topic_id, index in partitions:
-        by_topic.setdefault(topic_id, []).append(index)
-    out = []
-    for topic_id in sorted(by_topic):
-        entry = {"topic_id": topic_id, "partitions": sorted(by_topic[topic_id])}
-        if names is not None:
-            entry["topic_name"] = names.get(topic_id, "")
-        out.append(entry)
-    return out
+    """A TopicPartitions list; with ``names``, each entry named too (ConsumerGroupDescribe)."""
+    if names is None:
+        return [{"topic_id": t, "partitions": ps} for t, ps in cr.by_topic(partitions)]
+    return [{"topic_id": t, "topic_name": names.get(t, ""), "partitions": ps} for t, ps in cr.by_topic(partitions)]
 
 
 class ConsumerProtocol:
@@ -162,8 +163,7 @@ class ConsumerProtocol:
         try:
             out.response = self._heartbeat(body, now_ms, client_id, client_host, out)
         except HeartbeatError as e:
-            out.response = {"throttle_time_ms": 0, "error_code": int(e.code), "error_message": e.message,
-                            "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+            out.response = _answer(None, 0, 0, code=e.code, message=e.message)
         return out
 
     def _validate(self, body: dict) -> None:
@@ -268,9 +268,7 @@ class ConsumerProtocol:
         assignment = None
         if full or member.assigned != before:
             assignment = {"topic_partitions": wire_partitions(member.assigned)}
-        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "member_id": member.member_id,
-                "member_epoch": member.epoch, "heartbeat_interval_ms": self.config.consumer_heartbeat_interval_ms,
-                "assignment": assignment}
+        return _answer(member.member_id, member.epoch, self.config.consumer_heartbeat_interval_ms, assignment)
 
     def _join(self, cg: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerMember:
         """The member for a heartbeat with epoch 0: a new one, a static member taking over its
@@ -281,12 +279,10 @@ class ConsumerProtocol:
                 raise HeartbeatError(ErrorCode.UNRELEASED_INSTANCE_ID, f"Static member {member_id} with instance "
                                      f"id {instance_id} cannot join the group because the instance id is owned "
                                      f"by {existing.member_id} member.")
-            member = ConsumerMember(member_id, instance_id, assigned=existing.assigned,
-                                    revoking=existing.revoking, rebalance_timeout_ms=existing.rebalance_timeout_ms,
+            member = ConsumerMember(member_id, instance_id, rebalance_timeout_ms=existing.rebalance_timeout_ms,
                                     topic_names=existing.topic_names, topic_regex=existing.topic_regex,
                                     server_assignor=existing.server_assignor, rack_id=existing.rack_id)
-            for p in member.assigned | member.revoking:
-                cg.owners[p] = member_id
+            self._set_partitions(cg, member, existing.assigned, existing.revoking)  # owned by it from now on
             cg.target[member_id] = cg.target.pop(existing.member_id, frozenset())
             if existing.member_id != member_id:
                 del cg.members[existing.member_id]
@@ -354,33 +350,38 @@ class ConsumerProtocol:
             self._persist(group, out, (member.member_id,))
         else:
             self.remove(group, member, now_ms, out)
-        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "member_id": member_id,
-                "member_epoch": epoch, "heartbeat_interval_ms": 0, "assignment": None}
+        return _answer(member_id, epoch, 0)
 
     # ------------------------------------------------------------------ the target assignment
 
-    def _resolved(self, member: ConsumerMember, topics: Mapping) -> set[str]:
-        names = {n for n in member.topic_names if n in topics}
-        if member.topic_regex is not None:
-            pattern = self._compile(member.topic_regex)
-            names.update(n for n in topics if n not in INTERNAL_TOPICS and pattern.fullmatch(n))
-        return names
+    def _resolve(self, names: tuple[str, ...], regex: str | None, topics: Mapping) -> frozenset[str]:
+        found = {n for n in names if n in topics}
+        if regex is not None:
+            pattern = self._compile(regex)
+            found.update(n for n in topics if n not in INTERNAL_TOPICS and pattern.fullmatch(n))
+        return frozenset(found)
+
+    def _subscriptions(self, cg: ConsumerGroup) -> dict[tuple, frozenset[str]]:
+        """Each distinct subscription of the members, ``(topic names, regex)``, and the topics
+        it takes in: resolved once per subscription and kept while the topics stay the same (a
+        regex is matched against every topic's name)."""
+        topics = self.topics()
+        cached_topics, cached = cg.resolved_cache
+        if cached_topics is not topics:
+            cached = {}
+        resolved = {}
+        for m in cg.members.values():
+            key = (m.topic_names, m.topic_regex)
+            if key not in resolved:
+                resolved[key] = cached[key] if key in cached else self._resolve(*key, topics)
+        cg.resolved_cache = (topics, resolved)
+        return resolved
 
     def _subscribed_metadata(self, cg: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
-        """The topics the members' subscriptions name or match, with their ids and partition
-        counts: recomputed only when the topics or the subscriptions changed (a regex is
-        matched against every topic's name)."""
+        """The topics the members' subscriptions name or match, with their ids and partition counts."""
         topics = self.topics()
-        subscriptions = frozenset((m.topic_names, m.topic_regex) for m in cg.members.values())
-        cached_topics, cached_subscriptions, cached = cg.metadata_cache
-        if cached_topics is topics and cached_subscriptions == subscriptions:
-            return cached
-        names: set[str] = set()
-        for member in cg.members.values():
-            names |= self._resolved(member, topics)
-        metadata = {n: (topics[n].id, len(topics[n].partitions)) for n in sorted(names)}
-        cg.metadata_cache = (topics, subscriptions, metadata)
-        return metadata
+        names = frozenset().union(*self._subscriptions(cg).values())
+        return {n: (topics[n].id, len(topics[n].partitions)) for n in sorted(names)}
 
     def _choose_assignor(self, cg: ConsumerGroup) -> str:
         """The server assignor most members ask for, else the first configured."""
@@ -398,9 +399,8 @@ class ConsumerProtocol:
             group.state_timestamp_ms = now_ms  # offsets retention counts from here, as for an Empty group
             return
         cg.assignor = self._choose_assignor(cg)
-        topics = self.topics()
-        subscriptions = {m.member_id: frozenset(self._resolved(m, topics) & cg.topics.keys())
-                         for m in cg.members.values()}
+        resolved = self._subscriptions(cg)  # (cg.topics was made from them)
+        subscriptions = {m.member_id: resolved[(m.topic_names, m.topic_regex)] for m in cg.members.values()}
         cg.target = ASSIGNORS[cg.assignor](subscriptions, cg.topics, cg.target)
         cg.assignment_epoch = cg.group_epoch
 
@@ -515,12 +515,10 @@ class ConsumerProtocol:
             current = loaded.current.get(member_id)
             if current is not None:
                 m.epoch, m.previous_epoch, m.state = current.epoch, current.previous_epoch, current.state
-                m.assigned, m.revoking = current.assigned, current.revoking
+                self._set_partitions(cg, m, current.assigned, current.revoking)
                 if m.state == UNREVOKED:
                     m.revoke_deadline_ms = now_ms + m.rebalance_timeout_ms
             cg.members[member_id] = m
-            for p in m.assigned | m.revoking:
-                cg.owners[p] = member_id
         cg.target = {m: ps for m, ps in loaded.targets.items() if m in cg.members}
         cg.persisted = dict(loaded.records)
         cg.assignor = self._choose_assignor(cg)

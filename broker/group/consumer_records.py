@@ -92,15 +92,22 @@ def record(key: ConsumerKey, value) -> tuple[bytes, bytes | None]:
     return encode_key(key), None if value is None else encode_value(key.kind, value)
 
 
-def _partitions(w: _Writer, partitions: Partitions) -> None:
-    by_topic: dict[uuid.UUID, list[int]] = {}
+def by_topic(partitions: Partitions) -> list[tuple[uuid.UUID, list[int]]]:
+    """``(topic id, its partition indexes)`` in order: how the records and the APIs (each
+    TopicPartitions entry) list a set of partitions."""
+    grouped: dict[uuid.UUID, list[int]] = {}
     for topic_id, index in partitions:
-        by_topic.setdefault(topic_id, []).append(index)
-    w.array_len(len(by_topic))
-    for topic_id in sorted(by_topic):
+        grouped.setdefault(topic_id, []).append(index)
+    return [(topic_id, sorted(grouped[topic_id])) for topic_id in sorted(grouped)]
+
+
+def _partitions(w: _Writer, partitions: Partitions) -> None:
+    topics = by_topic(partitions)
+    w.array_len(len(topics))
+    for topic_id, indexes in topics:
         w.out += topic_id.bytes
-        w.array_len(len(by_topic[topic_id]))
-        for index in sorted(by_topic[topic_id]):
+        w.array_len(len(indexes))
+        for index in indexes:
             w.fixed("i", index)
         w.tags()
 
