@@ -43,6 +43,7 @@ TOOLS = {
     "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
     "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
     "kafka-storage": "kafka.tools.StorageTool",
+    "kafka-dump-log": "kafka.tools.DumpLogSegments",
     "kafka-server-start": "kafka.Kafka",
 }
 

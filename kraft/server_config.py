@@ -57,6 +57,11 @@ def _rebalance_protocols(values: list[str]) -> str | None:
     return None if "classic" in names else "must include classic"
 
 
+def _migration_policy(value: str) -> str | None:
+    known = ("bidirectional", "upgrade", "downgrade", "disabled")
+    return None if value.strip().lower() in known else f"must be one of {', '.join(known)}"
+
+
 def _assignors(values: list[str]) -> str | None:
     from broker.group.assignors import assignor_names
 
@@ -199,6 +204,7 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("group.consumer.session.timeout.ms", "int", 45000, validate=_at_least(1)),
     _K("group.consumer.max.size", "int", 2147483647, validate=_at_least(1)),
     _K("group.consumer.assignors", "list", ["uniform", "range"], validate=_assignors),
+    _K("group.consumer.migration.policy", "string", "bidirectional", validate=_migration_policy),
     # Transactions (broker/txn)
     _K("transaction.state.log.num.partitions", "int", 50, validate=_at_least(1)),
     _K("transaction.state.log.replication.factor", "int", 3, validate=_at_least(1)),

@@ -102,7 +102,7 @@ def normalise(value, key: str | None = None):
         return out
     if isinstance(value, list):
         items = [normalise(v, key) for v in value]
-        if key in ("topics", "groups", "brokers", "results", "responses", "configs", "partitions"):
+        if key in ("topics", "groups", "brokers", "results", "responses", "configs", "partitions", "members"):
             items.sort(key=_sort_key)
         return items
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -424,6 +424,7 @@ async def scenario(s: Session, *, replication: int = 1) -> None:
     await data_steps(s, rf)
     await group_steps(s)
     await consumer_group_steps(s)
+    await migration_steps(s)
     await s.call("InitProducerId without transactional id", "InitProducerId",
                  {"transactional_id": None, "transaction_timeout_ms": 60_000,
                   "producer_id": -1, "producer_epoch": -1})
@@ -691,6 +692,72 @@ async def consumer_group_steps(s: Session) -> None:
     await s.call("ConsumerGroupDescribe after leaving", cgd, {"group_ids": [group],
                                                              "include_authorized_operations": False})
     await s.call("DeleteGroups consumer group after leaving", "DeleteGroups", {"groups_names": [group]})
+
+
+def _consumer_protocol(name: str, version: int, body: dict) -> bytes:
+    """A ConsumerProtocolSubscription or ...Assignment as a client encodes it (int16 version first)."""
+    return version.to_bytes(2, "big") + codec.encode(name, "data", version, body)
+
+
+async def migration_steps(s: Session) -> None:
+    """Kafka 4's online migration: a ConsumerGroupHeartbeat member upgrades a classic group,
+    the classic member is then served through JoinGroup / SyncGroup / Heartbeat inside the
+    consumer group, and the consumer member's leave downgrades the group to a classic one."""
+    group, cmember = s.p + "-migrate", str(uuid.uuid4())
+    cgh, cgd = "ConsumerGroupHeartbeat", "ConsumerGroupDescribe"
+    subscription = _consumer_protocol("ConsumerProtocolSubscription", 1, {
+        "topics": [s.p], "user_data": None, "owned_partitions": []})
+    join = {"group_id": group, "session_timeout_ms": 30_000, "rebalance_timeout_ms": 30_000, "member_id": "",
+            "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": subscription}], "reason": None}
+    first = await s.call("Migration JoinGroup without member id", "JoinGroup", join)
+    member = first.get("member_id", "")
+    joined = await s.call("Migration JoinGroup classic", "JoinGroup", {**join, "member_id": member})
+    generation = joined.get("generation_id", -1)
+    everything = _consumer_protocol("ConsumerProtocolAssignment", 1, {
+        "assigned_partitions": [{"topic": s.p, "partitions": [0, 1, 2, 3]}], "user_data": None})
+    sync = {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": None,
+            "protocol_type": "consumer", "protocol_name": "range",
+            "assignments": [{"member_id": member, "assignment": everything}]}
+    await s.call("Migration SyncGroup classic leader", "SyncGroup", sync)
+    upgrade = {"group_id": group, "member_id": cmember, "member_epoch": 0, "instance_id": None, "rack_id": None,
+               "rebalance_timeout_ms": 30_000, "subscribed_topic_names": [s.p], "subscribed_topic_regex": None,
+               "server_assignor": "range", "topic_partitions": []}
+    joined_c = await s.call("Migration ConsumerGroupHeartbeat upgrades the group", cgh, upgrade)
+    epoch = joined_c.get("member_epoch", 0)
+    beat = {**upgrade, "member_epoch": epoch, "rebalance_timeout_ms": -1, "subscribed_topic_names": None,
+            "server_assignor": None, "topic_partitions": []}
+    describe = {"group_ids": [group], "include_authorized_operations": False}
+    await s.call("Migration ConsumerGroupDescribe of the upgraded group", cgd, describe)
+    await s.call("Migration DescribeGroups of the upgraded group", "DescribeGroups",
+                 {"groups": [group], "include_authorized_operations": False})
+    hb = {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": None}
+    await s.call("Migration classic Heartbeat told to rejoin", "Heartbeat", hb)
+    await s.call("Migration classic Heartbeat unknown member", "Heartbeat", {**hb, "member_id": "no-such-member"})
+    await s.call("Migration classic SyncGroup before rejoining", "SyncGroup", {**sync, "assignments": []})
+    rejoined = await s.call("Migration classic JoinGroup into the consumer group", "JoinGroup",
+                            {**join, "member_id": member})
+    generation2 = rejoined.get("generation_id", -1)
+    await s.call("Migration classic SyncGroup bad protocol name", "SyncGroup",
+                 {**sync, "generation_id": generation2, "protocol_name": "roundrobin", "assignments": []})
+    await s.call("Migration classic SyncGroup gets its partitions", "SyncGroup",
+                 {**sync, "generation_id": generation2, "assignments": []})
+    await s.call("Migration ConsumerGroupHeartbeat gets the released partitions", cgh, beat)
+    await s.call("Migration classic Heartbeat", "Heartbeat", {**hb, "generation_id": generation2})
+    oc = "OffsetCommit"
+    await s.call("Migration OffsetCommit by the classic member", oc,
+                 _offset_commit(group, generation2, member, s.p, {0: 2}))
+    await s.call("Migration OffsetCommit old generation", oc, _offset_commit(group, generation, member, s.p, {0: 3}))
+    await s.call("Migration LeaveGroup of the consumer member", "LeaveGroup", {"group_id": group, "members": [
+        {"member_id": cmember, "group_instance_id": None, "reason": None}]})
+    await s.call("Migration ConsumerGroupHeartbeat leave downgrades the group", cgh, {**beat, "member_epoch": -1})
+    await s.call("Migration ConsumerGroupDescribe of the downgraded group", cgd, describe)
+    await s.call("Migration DescribeGroups of the downgraded group", "DescribeGroups",
+                 {"groups": [group], "include_authorized_operations": False})
+    await s.call("Migration classic Heartbeat after the downgrade", "Heartbeat", {**hb, "generation_id": generation2})
+    await s.call("Migration classic JoinGroup after the downgrade", "JoinGroup", {**join, "member_id": member})
+    await s.call("Migration LeaveGroup", "LeaveGroup", {"group_id": group, "members": [
+        {"member_id": member, "group_instance_id": None, "reason": None}]})
 
 
 # ------------------------------------------------------------------------------ known differences

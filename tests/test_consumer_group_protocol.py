@@ -242,13 +242,16 @@ def test_offset_commit_and_fetch_are_fenced_by_member_epoch():
     assert c.call("DeleteGroups", 2, {"groups_names": ["g"]})["results"][0]["error_code"] == NONE
 
 
-def test_classic_and_consumer_groups_do_not_mix_while_in_use():
-    c = Cluster()
+def test_groups_in_use_keep_their_kind_with_migration_disabled():
+    # (with the default policy they convert: tests/test_consumer_group_migration.py)
+    c = Cluster(consumer_migration_policy="disabled")
     join = {"group_id": "g", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
             "group_instance_id": None, "protocol_type": "consumer",
             "protocols": [{"name": "range", "metadata": b""}], "reason": None}
     c.hb("a")
-    assert c.call("JoinGroup", 9, join)["error_code"] == INCONSISTENT_GROUP_PROTOCOL
+    # a classic member may still join the consumer group (as in Kafka, whatever the policy)
+    assert c.call("JoinGroup", 9, join)["error_code"] == 79
+    assert c.call("JoinGroup", 9, {**join, "protocol_type": "connect"})["error_code"] == INCONSISTENT_GROUP_PROTOCOL
     described = c.call("DescribeGroups", 5, {"groups": ["g"], "include_authorized_operations": False})
     assert described["groups"][0]["group_state"] == "Dead"  # as Kafka: ConsumerGroupDescribe describes it
     c.hb("a", -1)

@@ -57,7 +57,7 @@ def describe_groups(table: GroupTable, version: int, body: dict) -> dict:
                 {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                  "client_id": m.client_id, "client_host": m.client_host,
                  "member_metadata": m.metadata_for(group.protocol_name) if stable else b"",
-                 "member_assignment": m.assignment if stable else b""}
+                 "member_assignment": m.assignment}
                 for m in group.members.values()]
         described.append(entry)
     return {"throttle_time_ms": 0, "groups": described}

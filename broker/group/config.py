@@ -36,9 +36,21 @@ class GroupConfig:
     consumer_session_timeout_ms: int = 45000
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # group.consumer.migration.policy: whether a non-empty classic group becomes a consumer
+    # group when a ConsumerGroupHeartbeat joins it (upgrade) and back when its last member
+    # using that protocol leaves (downgrade)
+    consumer_migration_policy: str = "bidirectional"
     # UNSAFE (kraft.unsafe.consumer.group.assign.before.revocation): hand a partition to its
     # new owner before the old one revoked it, so two members consume it at once
     unsafe_assign_before_revocation: bool = False
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("bidirectional", "downgrade")
 
     @classmethod
     def from_config(cls, config) -> GroupConfig:
@@ -63,6 +75,8 @@ class GroupConfig:
             consumer_max_size=get("group.consumer.max.size", d.consumer_max_size),
             consumer_assignors=tuple(assignor_names(setting(config, "group.consumer.assignors",
                                                              d.consumer_assignors))),
+            consumer_migration_policy=str(setting(config, "group.consumer.migration.policy",
+                                                  d.consumer_migration_policy)).strip().lower(),
             unsafe_assign_before_revocation=str(setting(config, "kraft.unsafe.consumer.group.assign.before.revocation",
                                                         False)).lower() == "true",
         )

@@ -24,8 +24,10 @@ a member must carry its current epoch (STALE_MEMBER_EPOCH otherwise).
 
 Group state lives on ``Group.modern`` (None for classic groups).  An Empty classic group
 becomes a consumer group on a member's first heartbeat, and an empty consumer group a
-classic one on a JoinGroup, keeping their committed offsets.  Every change is written to
-``__consumer_offsets`` in Kafka's records (:mod:`broker.group.consumer_records`) before its
+classic one on a JoinGroup, keeping their committed offsets.  Groups with members change
+kind too, as ``group.consumer.migration.policy`` allows (:mod:`broker.group.classic_members`:
+classic members inside a consumer group, the online upgrade and downgrade).  Every change is
+written to ``__consumer_offsets`` in Kafka's records (:mod:`broker.group.consumer_records`) before its
 answer is released, so a coordinator that takes over the partition carries on with the same
 members, epochs and assignments (each member's session restarting there).
 """
@@ -85,6 +87,13 @@ class ConsumerMember:
     revoking: frozenset[Partition] = frozenset()
     last_heartbeat_ms: int = 0
     revoke_deadline_ms: int | None = None
+    # A member that uses JoinGroup, SyncGroup and Heartbeat (:mod:`broker.group.classic_members`)
+    classic: cr.ClassicMetadata | None = None
+    join_deadline_ms: int | None = None  # told to rejoin: removed unless it does by then
+    sync_deadline_ms: int | None = None  # joined: removed unless its SyncGroup comes by then
+
+    def session_timeout_ms(self, consumer_session_timeout_ms: int) -> int:
+        return consumer_session_timeout_ms if self.classic is None else self.classic.session_timeout_ms
 
 
 @dataclass
@@ -153,6 +162,9 @@ class ConsumerProtocol:
         self.topics = topics
         self.new_member_id = new_member_id
         self._regex_cache: dict[str, re2._Regexp] = {}
+        # broker.group.classic_members.ClassicMembers, when the coordinator has one: converts
+        # groups with members between the two protocols
+        self.migration = None
 
     # ------------------------------------------------------------------ ConsumerGroupHeartbeat
 
@@ -226,9 +238,11 @@ class ConsumerProtocol:
             if epoch != 0:
                 raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {gid} not found.")
             group = self.table.groups[gid] = self.table.new_group(gid, now_ms)
-        if group.modern is None:
-            if group.members or group.pending_members:
+        if group.modern is None and (group.members or group.pending_members):
+            if epoch != 0 or self.migration is None or not self.migration.can_upgrade(group):
                 raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+            self.migration.upgrade(group, now_ms, out)
+        if group.modern is None:
             group.modern = ConsumerGroup(assignor=self.config.consumer_assignors[0])
             group.protocol_type = CONSUMER_PROTOCOL_TYPE
             out.writes.append(Write(group.partition, gid, (group_record(gid, None),)))  # no classic group left
@@ -256,13 +270,13 @@ class ConsumerProtocol:
         changed |= self._update(member, body)
         member.client_id, member.client_host, member.last_heartbeat_ms = client_id, client_host, now_ms
         cg.members[member.member_id] = member
-        topics = self._subscribed_metadata(cg)
+        topics = self.subscribed_metadata(cg)
         bumped = changed or topics != cg.topics
         if bumped:
             cg.topics = topics
-            self._bump(group, cg, now_ms)
-        self._reconcile(cg, member, owned, now_ms)
-        self._persist(group, out, None if bumped else (member.member_id,))
+            self.bump(group, cg, now_ms)
+        self.reconcile(cg, member, owned, now_ms)
+        self.persist(group, out, None if bumped else (member.member_id,))
         full = epoch == 0 or (body.get("rebalance_timeout_ms", -1) != -1 and owned is not None and (
             body.get("subscribed_topic_names") is not None or body.get("subscribed_topic_regex") is not None))
         assignment = None
@@ -275,23 +289,29 @@ class ConsumerProtocol:
         instance id's assignment, or a member that lost its state starting over."""
         existing = cg.static_member(instance_id)
         if existing is not None:
-            if existing.epoch != STATIC_LEAVE_EPOCH and existing.member_id != member_id:
+            # (a classic member's instance id is taken over at once: a rolling upgrade)
+            if existing.classic is None and existing.epoch != STATIC_LEAVE_EPOCH and existing.member_id != member_id:
                 raise HeartbeatError(ErrorCode.UNRELEASED_INSTANCE_ID, f"Static member {member_id} with instance "
                                      f"id {instance_id} cannot join the group because the instance id is owned "
                                      f"by {existing.member_id} member.")
-            member = ConsumerMember(member_id, instance_id, rebalance_timeout_ms=existing.rebalance_timeout_ms,
-                                    topic_names=existing.topic_names, topic_regex=existing.topic_regex,
-                                    server_assignor=existing.server_assignor, rack_id=existing.rack_id)
-            self._set_partitions(cg, member, existing.assigned, existing.revoking)  # owned by it from now on
-            cg.target[member_id] = cg.target.pop(existing.member_id, frozenset())
-            if existing.member_id != member_id:
-                del cg.members[existing.member_id]
-                cg.gone.add(existing.member_id)
-            return member
+            return self.replace_static(cg, existing, member_id)
         old = cg.members.pop(member_id, None)
         if old is not None:  # rejoins having lost its partitions: free them
             self._release(cg, old)
         return ConsumerMember(member_id, instance_id)
+
+    def replace_static(self, cg: ConsumerGroup, existing: ConsumerMember, member_id: str) -> ConsumerMember:
+        """A new member (at epoch 0) for ``existing``'s instance id, taking over its partitions
+        and target; ``existing`` is gone."""
+        member = ConsumerMember(member_id, existing.instance_id, rebalance_timeout_ms=existing.rebalance_timeout_ms,
+                                topic_names=existing.topic_names, topic_regex=existing.topic_regex,
+                                server_assignor=existing.server_assignor, rack_id=existing.rack_id)
+        self.set_partitions(cg, member, existing.assigned, existing.revoking)  # owned by it from now on
+        cg.target[member_id] = cg.target.pop(existing.member_id, frozenset())
+        if existing.member_id != member_id:
+            del cg.members[existing.member_id]
+            cg.gone.add(existing.member_id)
+        return member
 
     def _known_member(self, cg: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerMember:
         if instance_id is not None:
@@ -347,7 +367,7 @@ class ConsumerProtocol:
         if epoch == STATIC_LEAVE_EPOCH:
             # keeps its assignment for a session timeout, for its instance id's next member
             member.epoch, member.last_heartbeat_ms = STATIC_LEAVE_EPOCH, now_ms
-            self._persist(group, out, (member.member_id,))
+            self.persist(group, out, (member.member_id,))
         else:
             self.remove(group, member, now_ms, out)
         return _answer(member_id, epoch, 0)
@@ -377,7 +397,7 @@ class ConsumerProtocol:
         cg.resolved_cache = (topics, resolved)
         return resolved
 
-    def _subscribed_metadata(self, cg: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
+    def subscribed_metadata(self, cg: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
         """The topics the members' subscriptions name or match, with their ids and partition counts."""
         topics = self.topics()
         names = frozenset().union(*self._subscriptions(cg).values())
@@ -391,7 +411,7 @@ class ConsumerProtocol:
                 votes[m.server_assignor] = votes.get(m.server_assignor, 0) + 1
         return max(votes, key=lambda a: (votes[a], a)) if votes else self.config.consumer_assignors[0]
 
-    def _bump(self, group: Group, cg: ConsumerGroup, now_ms: int) -> None:
+    def bump(self, group: Group, cg: ConsumerGroup, now_ms: int) -> None:
         """A new group epoch and its target assignment."""
         cg.group_epoch += 1
         if not cg.members:  # nothing to assign: the assignment epoch stays, as Kafka's does
@@ -406,8 +426,8 @@ class ConsumerProtocol:
 
     # ------------------------------------------------------------------ reconciliation
 
-    def _reconcile(self, cg: ConsumerGroup, member: ConsumerMember, owned: frozenset[Partition] | None,
-                   now_ms: int) -> None:
+    def reconcile(self, cg: ConsumerGroup, member: ConsumerMember, owned: frozenset[Partition] | None,
+                  now_ms: int) -> None:
         """One step of Kafka's CurrentAssignmentBuilder for ``member``."""
         def owns_any(partitions):
             return owned is None or bool(owned & partitions)
@@ -437,14 +457,14 @@ class ConsumerProtocol:
             member.revoke_deadline_ms = None
         elif member.state != UNREVOKED or revoking != member.revoking:  # a new revocation: its own time
             member.revoke_deadline_ms = now_ms + member.rebalance_timeout_ms
-        self._set_partitions(cg, member, assigned, revoking)
+        self.set_partitions(cg, member, assigned, revoking)
         if epoch != member.epoch:
             member.previous_epoch, member.epoch = member.epoch, epoch
         member.state = state
 
     @staticmethod
-    def _set_partitions(cg: ConsumerGroup, member: ConsumerMember, assigned: frozenset[Partition],
-                        revoking: frozenset[Partition]) -> None:
+    def set_partitions(cg: ConsumerGroup, member: ConsumerMember, assigned: frozenset[Partition],
+                       revoking: frozenset[Partition]) -> None:
         for p in (member.assigned | member.revoking) - (assigned | revoking):
             if cg.owners.get(p) == member.member_id:
                 del cg.owners[p]
@@ -453,7 +473,7 @@ class ConsumerProtocol:
         member.assigned, member.revoking = assigned, revoking
 
     def _release(self, cg: ConsumerGroup, member: ConsumerMember) -> None:
-        self._set_partitions(cg, member, frozenset(), frozenset())
+        self.set_partitions(cg, member, frozenset(), frozenset())
 
     def _drop(self, cg: ConsumerGroup, member: ConsumerMember) -> None:
         self._release(cg, member)
@@ -462,16 +482,20 @@ class ConsumerProtocol:
         cg.gone.add(member.member_id)
 
     def remove(self, group: Group, member: ConsumerMember, now_ms: int, out: Output) -> None:
-        """``member`` left or was fenced: its partitions are free and the group rebalances."""
+        """``member`` left or was fenced: its partitions are free and the group rebalances (or,
+        the last member using this protocol gone, it becomes a classic group)."""
         cg = group.modern
+        if self.migration is not None and self.migration.can_downgrade(cg, member):
+            self.migration.downgrade(group, member, now_ms, out)
+            return
         self._drop(cg, member)
-        cg.topics = self._subscribed_metadata(cg)
-        self._bump(group, cg, now_ms)
-        self._persist(group, out, None)
+        cg.topics = self.subscribed_metadata(cg)
+        self.bump(group, cg, now_ms)
+        self.persist(group, out, None)
 
     # ------------------------------------------------------------------ persistence
 
-    def _persist(self, group: Group, out: Output, members: tuple[str, ...] | None) -> None:
+    def persist(self, group: Group, out: Output, members: tuple[str, ...] | None) -> None:
         """Write what changed: the group's epochs, the records of ``members`` (None: all of
         them; all too after a failed write), tombstones of the members gone."""
         cg, gid = group.modern, group.group_id
@@ -482,7 +506,7 @@ class ConsumerProtocol:
         for m in cg.members.values() if members is None else (cg.members[i] for i in members if i in cg.members):
             want[cr.ConsumerKey(cr.MEMBER_METADATA, gid, m.member_id)] = cr.MemberMetadata(
                 m.instance_id, m.rack_id, m.client_id, m.client_host, m.topic_names, m.topic_regex,
-                m.rebalance_timeout_ms, m.server_assignor)
+                m.rebalance_timeout_ms, m.server_assignor, m.classic)
             want[cr.ConsumerKey(cr.TARGET_MEMBER, gid, m.member_id)] = cg.target.get(m.member_id, frozenset())
             want[cr.ConsumerKey(cr.CURRENT_ASSIGNMENT, gid, m.member_id)] = cr.CurrentAssignment(
                 m.epoch, m.previous_epoch, m.state, m.assigned, m.revoking)
@@ -511,30 +535,33 @@ class ConsumerProtocol:
         for member_id, meta in loaded.members.items():
             m = ConsumerMember(member_id, meta.instance_id, meta.rack_id, meta.client_id, meta.client_host,
                                meta.rebalance_timeout_ms, meta.topic_names, meta.topic_regex,
-                               meta.server_assignor, last_heartbeat_ms=now_ms)
+                               meta.server_assignor, last_heartbeat_ms=now_ms, classic=meta.classic)
             current = loaded.current.get(member_id)
             if current is not None:
                 m.epoch, m.previous_epoch, m.state = current.epoch, current.previous_epoch, current.state
-                self._set_partitions(cg, m, current.assigned, current.revoking)
+                self.set_partitions(cg, m, current.assigned, current.revoking)
                 if m.state == UNREVOKED:
                     m.revoke_deadline_ms = now_ms + m.rebalance_timeout_ms
             cg.members[member_id] = m
         cg.target = {m: ps for m, ps in loaded.targets.items() if m in cg.members}
         cg.persisted = dict(loaded.records)
         cg.assignor = self._choose_assignor(cg)
-        cg.topics = self._subscribed_metadata(cg)
+        cg.topics = self.subscribed_metadata(cg)
         group.modern, group.protocol_type = cg, CONSUMER_PROTOCOL_TYPE
 
     # ------------------------------------------------------------------ time
 
     def expire(self, group: Group, now_ms: int, out: Output) -> None:
-        """Remove the members whose session ended or whose revocation took too long."""
+        """Remove the members whose session ended or whose revocation (a classic member's
+        rejoin or SyncGroup) took too long."""
         cg = group.modern
-        session_ms = self.config.consumer_session_timeout_ms
         for member in list(cg.members.values()):
-            if now_ms >= member.last_heartbeat_ms + session_ms or (
-                    member.revoke_deadline_ms is not None and now_ms >= member.revoke_deadline_ms):
+            deadlines = (member.last_heartbeat_ms + member.session_timeout_ms(self.config.consumer_session_timeout_ms),
+                         member.revoke_deadline_ms, member.join_deadline_ms, member.sync_deadline_ms)
+            if any(d is not None and now_ms >= d for d in deadlines):
                 self.remove(group, member, now_ms, out)
+                if group.modern is not cg:  # it became a classic group
+                    return
 
     # ------------------------------------------------------------------ ConsumerGroupDescribe
 
@@ -587,10 +614,10 @@ def commit_error(cg: ConsumerGroup, member_id: str, epoch: int, version: int, tr
     member = cg.members.get(member_id)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
-    if not transactional and version < 9:
+    if not transactional and version < 9 and member.classic is None:
         return ErrorCode.UNSUPPORTED_VERSION
-    if epoch != member.epoch:
-        return ErrorCode.ILLEGAL_GENERATION if transactional else ErrorCode.STALE_MEMBER_EPOCH
+    if epoch != member.epoch:  # (a classic member's generation is its member epoch)
+        return ErrorCode.ILLEGAL_GENERATION if transactional or member.classic else ErrorCode.STALE_MEMBER_EPOCH
     return ErrorCode.NONE
 
 
@@ -601,4 +628,6 @@ def fetch_error(cg: ConsumerGroup, member_id: str | None, epoch: int) -> int:
     member = cg.members.get(member_id or "")
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
-    return ErrorCode.STALE_MEMBER_EPOCH if epoch != member.epoch else ErrorCode.NONE
+    if epoch != member.epoch:
+        return ErrorCode.ILLEGAL_GENERATION if member.classic else ErrorCode.STALE_MEMBER_EPOCH
+    return ErrorCode.NONE

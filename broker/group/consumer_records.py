@@ -9,7 +9,8 @@ key record                                       value
 3   ConsumerGroupMetadata (group)                the group epoch
 5   ConsumerGroupMemberMetadata (group, member)  instance and rack ids, client id and host, the
                                                  subscription (names, regex), rebalance timeout,
-                                                 server assignor
+                                                 server assignor; tagged field 0: a classic
+                                                 member's session timeout and JoinGroup protocols
 6   ConsumerGroupTargetAssignmentMetadata (group) the assignment epoch
 7   ConsumerGroupTargetAssignmentMember          the member's target partitions
     (group, member)
@@ -24,7 +25,7 @@ a coordinator that loads a group recomputes it from the metadata image.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from broker.group.record_codec import RecordFormatError, _Reader, _Writer
 
@@ -46,6 +47,14 @@ class ConsumerKey:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMetadata:
+    """What a member that joined with JoinGroup (the classic protocol) brought."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, metadata), in the member's preference order
+
+
+@dataclass(frozen=True, slots=True)
 class MemberMetadata:
     instance_id: str | None
     rack_id: str | None
@@ -55,6 +64,7 @@ class MemberMetadata:
     topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic: ClassicMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +131,32 @@ def _read_partitions(r: _Reader) -> Partitions:
     return frozenset(out)
 
 
+def _classic_bytes(classic: ClassicMetadata) -> bytes:
+    """Kafka's ClassicMemberMetadata struct (flexible): session timeout, then each protocol's
+    name and metadata."""
+    w = _Writer(flexible=True)
+    w.fixed("i", classic.session_timeout_ms)
+    w.array_len(len(classic.protocols))
+    for name, metadata in classic.protocols:
+        w.string(name)
+        w.bytes_(metadata)
+        w.tags()
+    w.tags()
+    return bytes(w.out)
+
+
+def _read_classic(data: bytes) -> ClassicMetadata:
+    r = _Reader(data, flexible=True)
+    session_ms = r.fixed("i")
+    protocols = []
+    for _ in range(r.array_len()):
+        protocols.append((r.string(), r.bytes_()))
+        r.tags()
+    r.tags()
+    r.end()
+    return ClassicMetadata(session_ms, tuple(protocols))
+
+
 def encode_value(kind: int, value) -> bytes:
     w = _Writer(flexible=True)
     w.fixed("h", 0)
@@ -137,6 +173,9 @@ def encode_value(kind: int, value) -> bytes:
         w.string(value.topic_regex)
         w.fixed("i", value.rebalance_timeout_ms)
         w.string(value.server_assignor)
+        if value.classic is not None:
+            w.tags({0: b"\x01" + _classic_bytes(value.classic)})  # (a tagged nullable struct: 1 = present)
+            return bytes(w.out)
     elif kind == TARGET_MEMBER:
         _partitions(w, value)
     elif kind == CURRENT_ASSIGNMENT:
@@ -162,6 +201,11 @@ def decode_value(kind: int, data: bytes):
         value = MemberMetadata(r.string(nullable=True), r.string(nullable=True), r.string(), r.string(),
                                tuple(r.string() for _ in range(r.array_len())), r.string(nullable=True),
                                r.fixed("i"), r.string(nullable=True))
+        tagged = r.tags()
+        r.end()
+        if tagged.get(0, b"\x00")[:1] not in (b"", b"\x00"):  # a presence varint, then the struct
+            return replace(value, classic=_read_classic(tagged[0][1:]))
+        return value
     elif kind == TARGET_MEMBER:
         value = _read_partitions(r)
     else:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from random import Random
 
 from broker.group import admin
+from broker.group.classic_members import ClassicMembers
 from broker.group.config import GroupConfig
 from broker.group.consumer_group import ConsumerProtocol, tombstones
 from broker.group.membership import Membership, answer_parked
@@ -62,6 +63,7 @@ class GroupCoordinator:
         self.membership = Membership(self.table, self.config, rng)
         self.consumer = ConsumerProtocol(self.table, self.config, topics or dict,
                                          lambda: str(uuid.UUID(int=rng.getrandbits(128), version=4)))
+        self.classic_members = ClassicMembers(self.consumer, self.membership)
         self.offsets = CommittedOffsets(self.table, self.config)
         self.markers_while_loading: dict[int, list[tuple[int, bool]]] = {}  # partition -> (producer, committed)
         self._next_token = 1
@@ -158,6 +160,19 @@ class GroupCoordinator:
 
     def _dispatch(self, api, version, body, now_ms, client_id, client_host) -> Output:
         membership, offsets, table = self.membership, self.offsets, self.table
+        if api in ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup"):
+            group = table.groups.get(body["group_id"])
+            if group is not None and group.modern is not None and group.modern.members \
+                    and not table.coordinator_error(group.group_id):
+                # a classic member of a consumer group (a rolling upgrade or downgrade)
+                classic = self.classic_members
+                if api == "JoinGroup":
+                    return classic.join(group, version, body, now_ms, client_id=client_id, client_host=client_host)
+                if api == "SyncGroup":
+                    return classic.sync(group, version, body, now_ms)
+                if api == "Heartbeat":
+                    return Output(classic.heartbeat(group, version, body, now_ms))
+                return classic.leave(group, version, body, now_ms)
         if api == "JoinGroup":
             group = table.groups.get(body["group_id"])
             dropped = ()

@@ -198,7 +198,7 @@ class Membership:
         group.add(member)
         if group.is_(S.PREPARING_REBALANCE) and group.in_initial_delay:
             group.initial_delay_new_member = True
-        self._prepare_rebalance(group, now_ms, out)
+        self.prepare_rebalance(group, now_ms, out)
         self._try_complete_join(group, now_ms, out)
         return out
 
@@ -226,7 +226,7 @@ class Membership:
             return Output(join_ok(version, group, member, with_members=False))
         out = Output(ticket=self._ticket())
         self._update_member(member, new, out.ticket, out)
-        self._prepare_rebalance(group, now_ms, out)
+        self.prepare_rebalance(group, now_ms, out)
         self._try_complete_join(group, now_ms, out)
         return out
 
@@ -255,13 +255,13 @@ class Membership:
             return out
         out.ticket = self._ticket()
         new.join_ticket = out.ticket
-        self._prepare_rebalance(group, now_ms, out)
+        self.prepare_rebalance(group, now_ms, out)
         self._try_complete_join(group, now_ms, out)
         return out
 
     # ------------------------------------------------------------------ rebalancing
 
-    def _prepare_rebalance(self, group: Group, now_ms: int, out: Output) -> None:
+    def prepare_rebalance(self, group: Group, now_ms: int, out: Output) -> None:
         if not group.is_(S.EMPTY, S.STABLE, S.COMPLETING_REBALANCE):
             return
         if group.is_(S.COMPLETING_REBALANCE):
@@ -326,7 +326,7 @@ class Membership:
         finish_sync(member, out, sync_response(member.sync_version, unknown))
         group.remove(member.member_id)
         if group.is_(S.STABLE, S.COMPLETING_REBALANCE):
-            self._prepare_rebalance(group, now_ms, out)
+            self.prepare_rebalance(group, now_ms, out)
         self._try_complete_join(group, now_ms, out)
 
     def expire(self, group: Group, now_ms: int, out: Output) -> None:
@@ -347,7 +347,7 @@ class Membership:
         if write.offsets is None and group is not None and group.is_(S.STABLE, S.COMPLETING_REBALANCE):
             for m in group.members.values():
                 m.assignment = b""
-            self._prepare_rebalance(group, now_ms, out)
+            self.prepare_rebalance(group, now_ms, out)
         return out
 
     # ------------------------------------------------------------------ SyncGroup / Heartbeat

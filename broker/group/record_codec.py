@@ -48,9 +48,15 @@ class _Writer:
     def array_len(self, n: int) -> None:
         self._length(n, False)
 
-    def tags(self) -> None:
+    def tags(self, fields: dict[int, bytes] | None = None) -> None:
+        """The tagged-field section: ``fields`` (tag -> its encoded value), by tag."""
         if self.flexible:
-            self._uvarint(0)
+            fields = fields or {}
+            self._uvarint(len(fields))
+            for tag in sorted(fields):
+                self._uvarint(tag)
+                self._uvarint(len(fields[tag]))
+                self.out += fields[tag]
 
 
 class _Reader:
@@ -109,11 +115,15 @@ class _Reader:
         n = self._length(False)
         return 0 if n is None else n
 
-    def tags(self) -> None:
+    def tags(self) -> dict[int, bytes]:
+        """The tagged-field section: tag -> its encoded value (those a reader does not know
+        are skipped by leaving them unread)."""
+        fields = {}
         if self.flexible:
             for _ in range(self._uvarint()):
-                self._uvarint()
-                self._take(self._uvarint())
+                tag = self._uvarint()
+                fields[tag] = self._take(self._uvarint())
+        return fields
 
     def end(self) -> None:
         if self.pos != len(self.buf):
