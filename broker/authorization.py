@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Awaitable, Callable
 
 from broker.deferred import Deferred
+from broker.group.consumer_group import DESCRIBABLE
 from kraft.protocol import rpc
 from kraft.protocol.error_codes import ErrorCode
 from kraft.security.authorizer import (
@@ -449,13 +450,19 @@ def _group_read(api: str):
     return check
 
 
+def _same(answer: dict) -> dict:
+    return answer
+
+
 def _consumer_group_heartbeat(caller: Caller, version: int, body: dict):
-    """As Kafka: READ on the group, and DESCRIBE on every topic named in the subscription."""
+    """As Kafka: READ on the group, and DESCRIBE on every topic named in the subscription;
+    topics a regex matches are left out by the coordinator unless the caller may DESCRIBE
+    them (KAFKA-18813)."""
     if not caller.group(Op.READ, body["group_id"]):
         return rpc.error_response("ConsumerGroupHeartbeat", version, GROUP_DENIED)
     denied = sorted(t for t in body.get("subscribed_topic_names") or [] if not caller.topic(Op.DESCRIBE, t))
-    if not denied:
-        return None
+    if not denied:  # a regex's matches are filtered by the coordinator with this
+        return Narrowed({**body, DESCRIBABLE: lambda topic: caller.topic(Op.DESCRIBE, topic)}, _same)
     return {**rpc.error_response("ConsumerGroupHeartbeat", version, TOPIC_DENIED),
             "error_message": f"The group is not authorized to describe topics {', '.join(denied)}."}
 

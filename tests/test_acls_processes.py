@@ -349,3 +349,45 @@ def test_acls_survive_a_restart_of_every_node(cluster):
         "expected a metadata snapshot"
     wait_until(lambda: produce_code(cluster, "alice", "matrix") == 0, timeout_s=60, what="alice writes after restart")
     assert produce_code(cluster, "bob", "matrix") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_a_kip848_regex_is_given_only_the_topics_its_member_may_describe(cluster):
+    """Kafka 4 (KAFKA-18813): a ``group.protocol=consumer`` member subscribing to a regex is
+    assigned only the matching topics it may DESCRIBE.  Without the filter it was handed the
+    other match too, and its fetches of it failed with TOPIC_AUTHORIZATION_FAILED."""
+    suffix = uuid.uuid4().hex[:8]
+    mine, secret, group = f"rx-{suffix}-mine", f"rx-{suffix}-secret", f"rx-{suffix}-group"
+    for topic in (mine, secret):
+        create_topic(cluster, topic)
+        assert produce(cluster, "admin", topic, values=(topic.encode(),)) == [None]
+    grant(cluster, topic_acl(mine, "User:bob", AclOperation.READ),
+          topic_acl(group, "User:bob", AclOperation.READ, rtype=ResourceType.GROUP))
+    wait_visible(cluster, "bob", mine)
+    consumer = Consumer(conf(cluster, "bob", **{"group.id": group, "group.protocol": "consumer",
+                                                "enable.auto.commit": False, "auto.offset.reset": "earliest"}))
+    assigned: set[str] = set()
+    consumer.subscribe([f"^rx-{suffix}-.*"], on_assign=lambda c, ps: assigned.update(p.topic for p in ps))
+    got, errors = [], []
+    deadline = time.monotonic() + 30
+    try:
+        while not got and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None:
+                (errors.append(m.error().code()) if m.error() else got.append(m.value()))
+        time.sleep(1)  # a second heartbeat: nothing else is handed over
+        consumer.poll(0.5)
+        security = cluster.security.client_security()
+        b = cluster.brokers[0]
+        node = request(b.host, b.broker_port, "FindCoordinator", 4, {"key_type": 0, "coordinator_keys": [group]},
+                       security=security)["coordinators"][0]["node_id"]
+        c = cluster.nodes[node]
+        described = request(c.host, c.broker_port, "ConsumerGroupDescribe", 0,
+                            {"group_ids": [group], "include_authorized_operations": False},
+                            security=security)["groups"][0]
+    finally:
+        consumer.close()
+    assert got == [mine.encode()] and errors == [] and assigned == {mine}, (got, errors, assigned)
+    # the regex went to the coordinator (librdkafka 2.10+ sends it rather than matching itself)
+    member = described["members"][0] if described["error_code"] == 0 else {}
+    assert f"^rx-{suffix}-.*" in (member.get("subscribed_topic_regex") or ""), described
+    assert {t["topic_name"] for t in member["target_assignment"]["topic_partitions"]} == {mine}

@@ -198,6 +198,38 @@ def test_regex_subscription_follows_new_topics():
     assert c.hb("a", 2)["assignment"] is None
 
 
+def test_with_acls_a_regex_takes_in_only_what_its_member_may_describe():
+    """Kafka 4 (KAFKA-18813): each member's regex matches are filtered by its own DESCRIBE
+    permission (handed in by the ACL check); a name it subscribes to was checked before."""
+    from broker.group.consumer_group import DESCRIBABLE
+
+    c = Cluster({"orders-eu": 2, "orders-secret": 2, "payments": 1}, acls=True)
+    regex = {"topics": (), "subscribed_topic_names": None, "subscribed_topic_regex": "orders-.*"}
+    alice = {DESCRIBABLE: lambda t: t != "orders-secret"}
+    r = c.hb("a", **regex, **alice)
+    assert {t for t, _ in assigned(r)} == {c.tid("orders-eu")}
+    # bob may see everything: his own regex takes in orders-secret, which only he can be given
+    b = c.hb("b", **regex, **{DESCRIBABLE: lambda t: True})
+    described = c.call("ConsumerGroupDescribe", 0, {"group_ids": ["g"], "include_authorized_operations": False})
+    targets = {m["member_id"]: {t["topic_name"] for t in m["target_assignment"]["topic_partitions"]}
+               for m in described["groups"][0]["members"]}
+    assert "orders-secret" not in targets["a"] and "orders-secret" in targets["b"]
+    c.create("orders-us", 1)  # a new match: each member's next heartbeat matches it with its ACLs
+    r1 = c.hb("a", r["member_epoch"], **alice)
+    c.fail_over()  # a new coordinator: regex matches wait for each member's own heartbeat
+    r2 = c.hb("a", r1["member_epoch"], **alice)
+    assert r2["error_code"] == NONE
+    c.hb("b", b["member_epoch"], **{DESCRIBABLE: lambda t: True})
+    described = c.call("ConsumerGroupDescribe", 0, {"group_ids": ["g"], "include_authorized_operations": False})
+    targets = {m["member_id"]: {t["topic_name"] for t in m["target_assignment"]["topic_partitions"]}
+               for m in described["groups"][0]["members"]}
+    assert "orders-secret" not in targets["a"] and targets["a"] | targets["b"] == {"orders-eu", "orders-us",
+                                                                                   "orders-secret"}
+    # without ACLs the check is not there, and a regex takes in every match
+    plain = Cluster({"orders-eu": 2, "orders-secret": 2})
+    assert len(assigned(plain.hb("a", **regex))) == 4
+
+
 def test_a_backtracking_regex_costs_linear_time():
     """``(a+)+$`` takes time exponential in the name's length in a backtracking engine
     (Python's ``re``: 2 s for these 25 characters, doubling with each more): one heartbeat

@@ -11,6 +11,7 @@ from test_metadata_helpers import Harness
 
 from broker.authorization import CHECKS, UNCHECKED, Caller, Narrowed
 from broker.api import BROKER_APIS
+from broker.group.consumer_group import DESCRIBABLE
 from broker.group.service import GROUP_API_VERSIONS
 from broker.txn.service import TXN_API_VERSIONS
 from kraft.protocol.error_codes import ErrorCode
@@ -185,12 +186,16 @@ def test_group_and_cluster_refusals():
 
 
 def test_consumer_group_protocol_checks():
-    """ConsumerGroupHeartbeat: READ on the group and DESCRIBE on each named topic, as Kafka;
+    """ConsumerGroupHeartbeat: READ on the group and DESCRIBE on each named topic, as Kafka
+    (and on each topic a regex matches: the coordinator asks);
     ConsumerGroupDescribe: DESCRIBE on the group, assignments narrowed to visible topics."""
     caller = _caller([acl("g", Op.READ, principal="User:bob", rtype=R.GROUP),
                       acl("orders", Op.DESCRIBE, principal="User:bob")])
     beat = {"group_id": "g", "subscribed_topic_names": ["orders"]}
-    assert CHECKS["ConsumerGroupHeartbeat"](caller, 1, beat) is None
+    allowed = CHECKS["ConsumerGroupHeartbeat"](caller, 1, beat)
+    # the coordinator is handed the caller's DESCRIBE check, for the topics a regex matches
+    assert isinstance(allowed, Narrowed) and allowed.merge({"error_code": 0}) == {"error_code": 0}
+    assert allowed.body[DESCRIBABLE]("orders") and not allowed.body[DESCRIBABLE]("secret")
     assert CHECKS["ConsumerGroupHeartbeat"](caller, 1, {**beat, "group_id": "h"})["error_code"] == \
         E.GROUP_AUTHORIZATION_FAILED
     refused = CHECKS["ConsumerGroupHeartbeat"](caller, 1, {**beat, "subscribed_topic_names": ["orders", "secret"]})

@@ -341,10 +341,12 @@ class ClassicMembers:
 
     def can_downgrade(self, cg: ConsumerGroup, leaving: ConsumerMember) -> bool:
         """Whether ``leaving`` is the last member using the consumer protocol, with classic
-        members left that a classic group can hold."""
+        members left that a classic group can hold (a protocol they all support among them)."""
         others = [m for m in cg.members.values() if m.member_id != leaving.member_id]
-        return (leaving.classic is None and bool(others) and all(m.classic is not None for m in others)
-                and self.config.downgrade_enabled and len(others) <= self.config.max_size)
+        if leaving.classic is not None or not others or any(m.classic is None for m in others):
+            return False
+        common = set.intersection(*({n for n, _ in m.classic.protocols} for m in others))
+        return bool(common) and self.config.downgrade_enabled and len(others) <= self.config.max_size
 
     def downgrade(self, group: Group, leaving: ConsumerMember, now_ms: int, out: Output) -> None:
         """``group`` becomes a classic group of its other (classic) members, which rebalance."""

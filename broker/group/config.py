@@ -40,6 +40,8 @@ class GroupConfig:
     # group when a ConsumerGroupHeartbeat joins it (upgrade) and back when its last member
     # using that protocol leaves (downgrade)
     consumer_migration_policy: str = "bidirectional"
+    # authorizer.class.name is set: a KIP-848 regex takes in only topics its member may DESCRIBE
+    acls: bool = False
     # UNSAFE (kraft.unsafe.consumer.group.assign.before.revocation): hand a partition to its
     # new owner before the old one revoked it, so two members consume it at once
     unsafe_assign_before_revocation: bool = False
@@ -77,6 +79,7 @@ class GroupConfig:
                                                              d.consumer_assignors))),
             consumer_migration_policy=str(setting(config, "group.consumer.migration.policy",
                                                   d.consumer_migration_policy)).strip().lower(),
+            acls=bool(str(setting(config, "authorizer.class.name", "")).strip()),
             unsafe_assign_before_revocation=str(setting(config, "kraft.unsafe.consumer.group.assign.before.revocation",
                                                         False)).lower() == "true",
         )

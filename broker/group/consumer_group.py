@@ -53,6 +53,10 @@ STABLE, UNREVOKED, UNRELEASED = "stable", "unrevoked_partitions", "unreleased_pa
 LEAVE_EPOCH = -1  # a member leaves
 STATIC_LEAVE_EPOCH = -2  # a static member leaves for now and will rejoin with its instance id
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# Set on a ConsumerGroupHeartbeat's body by the ACL check (broker.authorization) when ACLs are
+# on: topic name -> whether the caller may DESCRIBE it.  A regex takes in only those topics
+# (Kafka 4's KAFKA-18813), resolved in each member's own heartbeats.
+DESCRIBABLE = "kraft.describable"
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # a bad pattern is the client's error, answered, not logged
 
@@ -111,6 +115,8 @@ class ConsumerGroup:
     gone: set[str] = field(default_factory=set)  # members removed since the last write
     # (the topics mapping, {(topic names, regex): the topics that subscription takes in})
     resolved_cache: tuple = (None, {})
+    # with ACLs on: member id -> (the topics mapping, its regex, the matches it may DESCRIBE)
+    acl_matches: dict[str, tuple] = field(default_factory=dict)
 
     def static_member(self, instance_id: str | None) -> ConsumerMember | None:
         if instance_id is None:
@@ -270,6 +276,8 @@ class ConsumerProtocol:
         changed |= self._update(member, body)
         member.client_id, member.client_host, member.last_heartbeat_ms = client_id, client_host, now_ms
         cg.members[member.member_id] = member
+        if self.config.acls and member.topic_regex is not None:
+            self._match_describable(cg, member, body.get(DESCRIBABLE))
         topics = self.subscribed_metadata(cg)
         bumped = changed or topics != cg.topics
         if bumped:
@@ -381,18 +389,42 @@ class ConsumerProtocol:
             found.update(n for n in topics if n not in INTERNAL_TOPICS and pattern.fullmatch(n))
         return frozenset(found)
 
+    def _match_describable(self, cg: ConsumerGroup, member: ConsumerMember, describable) -> None:
+        """With ACLs on, ``member``'s regex matches only the topics its own heartbeat may
+        DESCRIBE (matched again when the topics or its regex change)."""
+        topics = self.topics()
+        known = cg.acl_matches.get(member.member_id)
+        if describable is None or (known is not None and known[0] is topics and known[1] == member.topic_regex):
+            return
+        matches = self._resolve((), member.topic_regex, topics)
+        cg.acl_matches[member.member_id] = (topics, member.topic_regex, frozenset(n for n in matches if describable(n)))
+
+    def _key(self, cg: ConsumerGroup, m: ConsumerMember) -> tuple:
+        """The subscription ``m`` shares with others, or (ACLs on, a regex) its own."""
+        if self.config.acls and m.topic_regex is not None:
+            return m.topic_names, m.topic_regex, m.member_id
+        return m.topic_names, m.topic_regex
+
     def _subscriptions(self, cg: ConsumerGroup) -> dict[tuple, frozenset[str]]:
-        """Each distinct subscription of the members, ``(topic names, regex)``, and the topics
-        it takes in: resolved once per subscription and kept while the topics stay the same (a
-        regex is matched against every topic's name)."""
+        """Each distinct subscription of the members (:meth:`_key`) and the topics it takes in:
+        resolved once per subscription and kept while the topics stay the same (a regex is
+        matched against every topic's name).  With ACLs on, a member's regex takes in what its
+        own last heartbeat found it may DESCRIBE (nothing before that heartbeat, e.g. after a
+        fail-over), of the topics that still exist."""
         topics = self.topics()
         cached_topics, cached = cg.resolved_cache
         if cached_topics is not topics:
             cached = {}
         resolved = {}
         for m in cg.members.values():
-            key = (m.topic_names, m.topic_regex)
-            if key not in resolved:
+            key = self._key(cg, m)
+            if key in resolved:
+                continue
+            if len(key) == 3:
+                known = cg.acl_matches.get(m.member_id)
+                matches = known[2] if known is not None and known[1] == m.topic_regex else frozenset()
+                resolved[key] = self._resolve(m.topic_names, None, topics) | (matches & topics.keys())
+            else:
                 resolved[key] = cached[key] if key in cached else self._resolve(*key, topics)
         cg.resolved_cache = (topics, resolved)
         return resolved
@@ -420,7 +452,7 @@ class ConsumerProtocol:
             return
         cg.assignor = self._choose_assignor(cg)
         resolved = self._subscriptions(cg)  # (cg.topics was made from them)
-        subscriptions = {m.member_id: resolved[(m.topic_names, m.topic_regex)] for m in cg.members.values()}
+        subscriptions = {m.member_id: resolved[self._key(cg, m)] for m in cg.members.values()}
         cg.target = ASSIGNORS[cg.assignor](subscriptions, cg.topics, cg.target)
         cg.assignment_epoch = cg.group_epoch
 
@@ -479,6 +511,7 @@ class ConsumerProtocol:
         self._release(cg, member)
         cg.members.pop(member.member_id, None)
         cg.target.pop(member.member_id, None)
+        cg.acl_matches.pop(member.member_id, None)
         cg.gone.add(member.member_id)
 
     def remove(self, group: Group, member: ConsumerMember, now_ms: int, out: Output) -> None:
