@@ -265,3 +265,20 @@ def test_the_unsafe_switch_hands_a_classic_members_partitions_over_before_it_rev
         assert "owned by" in str(exc)
     else:
         raise AssertionError("the unsafe switch should let two members own a partition")
+
+
+def test_one_leave_group_of_both_members_downgrades_midway_and_removes_the_classic_one_too():
+    c = Mixed()
+    classic, generation = one_classic_member(c)
+    c.hb("m")
+    c.heartbeat(classic, generation)
+    c.join(classic)
+    out = c.handle("LeaveGroup", 5, {"group_id": "g", "members": [
+        {"member_id": "m", "group_instance_id": None, "reason": None},
+        {"member_id": classic, "group_instance_id": None, "reason": None},
+        {"member_id": "nobody", "group_instance_id": None, "reason": None}]})
+    assert [m["error_code"] for m in out.response["members"]] == [NONE, NONE, UNKNOWN_MEMBER_ID]
+    state = c.classic_state()
+    assert state["group_state"] == "Empty" and state["members"] == []
+    c.fail_over()
+    assert c.classic_state()["group_state"] == "Empty"

@@ -278,7 +278,8 @@ class ClassicMembers:
                 classic = self.membership.leave_group(3, {"group_id": group.group_id, "members": [item]}, now_ms)
                 out.writes.extend(classic.writes)
                 out.completions.extend(classic.completions)
-                codes.append(classic.response["members"][0]["error_code"])
+                answered = classic.response["members"] or [classic.response]
+                codes.append(answered[0]["error_code"])
                 continue
             if instance_id is not None:
                 member = cg.static_member(instance_id)
