@@ -1,5 +1,6 @@
 """Apache Kafka's Java clients (AdminClient, an idempotent KafkaProducer with acks=all, a
-KafkaConsumer in a classic group, then in a KIP-848 consumer group) against a 3-node kraft cluster.
+KafkaConsumer in a classic group, then in a KIP-848 consumer group, then one of each in the same
+group: the online upgrade and downgrade) against a 3-node kraft cluster.
 
 tests/java/KraftClientSmoke.java is compiled here against the jars bench/kafka/pom.xml
 pins; the test skips, saying why, without java / javac / mvn or when the download fails."""
@@ -29,5 +30,6 @@ def test_java_admin_producer_consumer_against_kraft(make_cluster, tmp_path):
     assert any(s.startswith("ok consumer classic group") for s in steps)
     assert any(s.startswith("ok consumer consumer group") for s in steps)  # KIP-848, a regex subscription
     assert any(s.endswith("type=Consumer") for s in steps) and any(s.endswith("type=Classic") for s in steps)
+    assert any(s.startswith("ok mixed group") for s in steps)  # the online upgrade and downgrade
     print(f"Java client smoke test: {elapsed:.1f}s\n" + result.stdout)
     cluster.stop_all()

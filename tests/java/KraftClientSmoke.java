@@ -66,6 +66,7 @@ public class KraftClientSmoke {
             groupAdmin(admin, topic, group);
             consume(bootstrap, topic, group + "-kip848", "consumer");
             groupAdmin(admin, topic, group + "-kip848");
+            mixed(admin, bootstrap, topic, group + "-mixed");
             admin.deleteTopics(List.of(topic)).all().get(30, TimeUnit.SECONDS);
             System.out.println("ok admin deleteTopics");
         }
@@ -211,6 +212,62 @@ public class KraftClientSmoke {
             }
         }
         System.out.println("ok consumer " + protocol + " group subscribe poll commitSync records=" + seen.size());
+    }
+
+    static KafkaConsumer<String, String> consumer(String bootstrap, String group, String protocol) {
+        Properties props = new Properties();
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+        props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        if (protocol.equals("classic")) {
+            props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+        }
+        return new KafkaConsumer<>(props);
+    }
+
+    // Both polled from this thread in turn until ``done`` holds (or 60 s): every record read once
+    // or more, into ``seen``.
+    static void pollBoth(List<KafkaConsumer<String, String>> consumers, Set<String> seen,
+                         java.util.function.BooleanSupplier done, String what) {
+        long deadline = System.currentTimeMillis() + 60_000;
+        while (!done.getAsBoolean()) {
+            check(System.currentTimeMillis() < deadline, what + ": seen " + seen.size() + ", assignments "
+                    + consumers.stream().map(c -> c.assignment().toString()).toList());
+            for (KafkaConsumer<String, String> c : consumers) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(100))) {
+                    seen.add(r.key());
+                }
+            }
+        }
+    }
+
+    // Kafka 4's online migration: a group.protocol=consumer member joins a classic group in use
+    // (the upgrade), shares the partitions with the classic member, then leaves (the downgrade).
+    static void mixed(Admin admin, String bootstrap, String topic, String group) throws Exception {
+        Set<String> seen = new HashSet<>();
+        try (KafkaConsumer<String, String> classic = consumer(bootstrap, group, "classic")) {
+            classic.subscribe(List.of(topic));
+            pollBoth(List.of(classic), seen, () -> classic.assignment().size() == PARTITIONS, "classic joins");
+            try (KafkaConsumer<String, String> modern = consumer(bootstrap, group, "consumer")) {
+                modern.subscribe(List.of(topic));
+                pollBoth(List.of(classic, modern), seen, () -> seen.size() == RECORDS
+                        && !classic.assignment().isEmpty() && !modern.assignment().isEmpty()
+                        && classic.assignment().size() + modern.assignment().size() == PARTITIONS
+                        && java.util.Collections.disjoint(classic.assignment(), modern.assignment()),
+                        "a consumer member beside the classic one");
+                ConsumerGroupDescription upgraded = admin.describeConsumerGroups(List.of(group)).all().get().get(group);
+                check(upgraded.type().toString().equals("Consumer") && upgraded.members().size() == 2,
+                      "upgraded: " + upgraded);
+            }
+            pollBoth(List.of(classic), seen, () -> classic.assignment().size() == PARTITIONS, "the classic one alone");
+            ConsumerGroupDescription downgraded = admin.describeConsumerGroups(List.of(group)).all().get().get(group);
+            check(downgraded.type().toString().equals("Classic"), "downgraded: " + downgraded);
+        }
+        System.out.println("ok mixed group: a consumer member upgraded the classic group, both shared "
+                + PARTITIONS + " partitions, its leave downgraded the group; records=" + seen.size());
     }
 
     static void groupAdmin(Admin admin, String topic, String group) throws Exception {
