@@ -205,6 +205,7 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("group.consumer.max.size", "int", 2147483647, validate=_at_least(1)),
     _K("group.consumer.assignors", "list", ["uniform", "range"], validate=_assignors),
     _K("group.consumer.migration.policy", "string", "bidirectional", validate=_migration_policy),
+    _K("group.consumer.regex.refresh.interval.ms", "int", 600000, validate=_at_least(1)),
     # Transactions (broker/txn)
     _K("transaction.state.log.num.partitions", "int", 50, validate=_at_least(1)),
     _K("transaction.state.log.replication.factor", "int", 3, validate=_at_least(1)),

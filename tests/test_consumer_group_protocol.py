@@ -225,6 +225,20 @@ def test_with_acls_a_regex_takes_in_only_what_its_member_may_describe():
                for m in described["groups"][0]["members"]}
     assert "orders-secret" not in targets["a"] and targets["a"] | targets["b"] == {"orders-eu", "orders-us",
                                                                                    "orders-secret"}
+    # an ACL change (alice may now see orders-secret) counts once
+    # group.consumer.regex.refresh.interval.ms has passed since her matches were made
+    c.hb("b", b["member_epoch"], member_epoch=-1)  # (b leaves: a alone takes in what she may see)
+
+    def a_target():
+        described = c.call("ConsumerGroupDescribe", 0, {"group_ids": ["g"], "include_authorized_operations": False})
+        return {t["topic_name"] for m in described["groups"][0]["members"] for t in m["target_assignment"][
+            "topic_partitions"]}
+    everyone = {DESCRIBABLE: lambda t: True}
+    r3 = c.hb("a", r2["member_epoch"], **everyone)
+    assert r3["error_code"] == NONE and a_target() == {"orders-eu", "orders-us"}
+    c.now += 600_000
+    r4 = c.hb("a", r3["member_epoch"], **everyone)
+    assert r4["error_code"] == NONE and a_target() == {"orders-eu", "orders-us", "orders-secret"}
     # without ACLs the check is not there, and a regex takes in every match
     plain = Cluster({"orders-eu": 2, "orders-secret": 2})
     assert len(assigned(plain.hb("a", **regex))) == 4

@@ -40,6 +40,7 @@ class GroupConfig:
     # group when a ConsumerGroupHeartbeat joins it (upgrade) and back when its last member
     # using that protocol leaves (downgrade)
     consumer_migration_policy: str = "bidirectional"
+    consumer_regex_refresh_interval_ms: int = 600000  # (with ACLs on: a regex's matches re-checked)
     # authorizer.class.name is set: a KIP-848 regex takes in only topics its member may DESCRIBE
     acls: bool = False
     # UNSAFE (kraft.unsafe.consumer.group.assign.before.revocation): hand a partition to its
@@ -77,6 +78,8 @@ class GroupConfig:
             consumer_max_size=get("group.consumer.max.size", d.consumer_max_size),
             consumer_assignors=tuple(assignor_names(setting(config, "group.consumer.assignors",
                                                              d.consumer_assignors))),
+            consumer_regex_refresh_interval_ms=get("group.consumer.regex.refresh.interval.ms",
+                                                   d.consumer_regex_refresh_interval_ms),
             consumer_migration_policy=str(setting(config, "group.consumer.migration.policy",
                                                   d.consumer_migration_policy)).strip().lower(),
             acls=bool(str(setting(config, "authorizer.class.name", "")).strip()),

@@ -115,7 +115,7 @@ class ConsumerGroup:
     gone: set[str] = field(default_factory=set)  # members removed since the last write
     # (the topics mapping, {(topic names, regex): the topics that subscription takes in})
     resolved_cache: tuple = (None, {})
-    # with ACLs on: member id -> (the topics mapping, its regex, the matches it may DESCRIBE)
+    # with ACLs on: member id -> (the topics mapping, its regex, the matches it may DESCRIBE, when)
     acl_matches: dict[str, tuple] = field(default_factory=dict)
 
     def static_member(self, instance_id: str | None) -> ConsumerMember | None:
@@ -277,7 +277,7 @@ class ConsumerProtocol:
         member.client_id, member.client_host, member.last_heartbeat_ms = client_id, client_host, now_ms
         cg.members[member.member_id] = member
         if self.config.acls and member.topic_regex is not None:
-            self._match_describable(cg, member, body.get(DESCRIBABLE))
+            changed |= self._match_describable(cg, member, body.get(DESCRIBABLE), now_ms)
         topics = self.subscribed_metadata(cg)
         bumped = changed or topics != cg.topics
         if bumped:
@@ -389,15 +389,20 @@ class ConsumerProtocol:
             found.update(n for n in topics if n not in INTERNAL_TOPICS and pattern.fullmatch(n))
         return frozenset(found)
 
-    def _match_describable(self, cg: ConsumerGroup, member: ConsumerMember, describable) -> None:
+    def _match_describable(self, cg: ConsumerGroup, member: ConsumerMember, describable, now_ms: int) -> bool:
         """With ACLs on, ``member``'s regex matches only the topics its own heartbeat may
-        DESCRIBE (matched again when the topics or its regex change)."""
+        DESCRIBE: matched again when the topics or its regex change, and at least every
+        ``group.consumer.regex.refresh.interval.ms`` (so ACL changes count too).  Whether what
+        it takes in changed (other members may take in the same topics: the group's topics
+        alone would not show it)."""
         topics = self.topics()
         known = cg.acl_matches.get(member.member_id)
-        if describable is None or (known is not None and known[0] is topics and known[1] == member.topic_regex):
-            return
-        matches = self._resolve((), member.topic_regex, topics)
-        cg.acl_matches[member.member_id] = (topics, member.topic_regex, frozenset(n for n in matches if describable(n)))
+        if describable is None or (known is not None and known[0] is topics and known[1] == member.topic_regex
+                                   and now_ms < known[3] + self.config.consumer_regex_refresh_interval_ms):
+            return False
+        matches = frozenset(n for n in self._resolve((), member.topic_regex, topics) if describable(n))
+        cg.acl_matches[member.member_id] = (topics, member.topic_regex, matches, now_ms)
+        return known is None or known[2] != matches
 
     def _key(self, cg: ConsumerGroup, m: ConsumerMember) -> tuple:
         """The subscription ``m`` shares with others, or (ACLs on, a regex) its own."""
