@@ -758,6 +758,43 @@ async def migration_steps(s: Session) -> None:
     await s.call("Migration classic JoinGroup after the downgrade", "JoinGroup", {**join, "member_id": member})
     await s.call("Migration LeaveGroup", "LeaveGroup", {"group_id": group, "members": [
         {"member_id": member, "group_instance_id": None, "reason": None}]})
+    await static_migration_steps(s, subscription, everything)
+
+
+async def static_migration_steps(s: Session, subscription: bytes, everything: bytes) -> None:
+    """Static members: a classic one and a consumer-protocol one share a group; the latter's
+    instance restarts with the classic protocol, which turns the group classic again at once."""
+    group, cmember = s.p + "-migrate-static", str(uuid.uuid4())
+    cgh = "ConsumerGroupHeartbeat"
+    join = {"group_id": group, "session_timeout_ms": 30_000, "rebalance_timeout_ms": 30_000, "member_id": "",
+            "group_instance_id": "classic-1", "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": subscription}], "reason": None}
+    joined = await s.call("Static migration JoinGroup classic static member", "JoinGroup", join)
+    member, generation = joined.get("member_id", ""), joined.get("generation_id", -1)
+    sync = {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": "classic-1",
+            "protocol_type": "consumer", "protocol_name": "range",
+            "assignments": [{"member_id": member, "assignment": everything}]}
+    await s.call("Static migration SyncGroup classic leader", "SyncGroup", sync)
+    upgrade = {"group_id": group, "member_id": cmember, "member_epoch": 0, "instance_id": "consumer-1",
+               "rack_id": None, "rebalance_timeout_ms": 30_000, "subscribed_topic_names": [s.p],
+               "subscribed_topic_regex": None, "server_assignor": "range", "topic_partitions": []}
+    joined_c = await s.call("Static migration ConsumerGroupHeartbeat static member upgrades", cgh, upgrade)
+    rejoined = await s.call("Static migration classic rejoins", "JoinGroup", {**join, "member_id": member})
+    generation2 = rejoined.get("generation_id", -1)
+    await s.call("Static migration classic SyncGroup", "SyncGroup",
+                 {**sync, "generation_id": generation2, "assignments": []})
+    await s.call("Static migration ConsumerGroupHeartbeat gets the released partitions", cgh,
+                 {**upgrade, "member_epoch": joined_c.get("member_epoch", 0), "rebalance_timeout_ms": -1,
+                  "subscribed_topic_names": None, "server_assignor": None, "topic_partitions": []})
+    replaced = await s.call("Static migration classic JoinGroup takes the consumer member's instance",
+                            "JoinGroup", {**join, "group_instance_id": "consumer-1"})
+    await s.call("Static migration DescribeGroups after the replacement", "DescribeGroups",
+                 {"groups": [group], "include_authorized_operations": False})
+    await s.call("Static migration SyncGroup of the replacing member", "SyncGroup", {
+        **sync, "member_id": replaced.get("member_id", ""), "group_instance_id": "consumer-1",
+        "generation_id": replaced.get("generation_id", -1), "assignments": []})
+    await s.call("Static migration LeaveGroup", "LeaveGroup", {"group_id": group, "members": [
+        {"member_id": "", "group_instance_id": i, "reason": None} for i in ("classic-1", "consumer-1")]})
 
 
 # ------------------------------------------------------------------------------ known differences

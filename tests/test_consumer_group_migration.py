@@ -282,3 +282,27 @@ def test_one_leave_group_of_both_members_downgrades_midway_and_removes_the_class
     assert state["group_state"] == "Empty" and state["members"] == []
     c.fail_over()
     assert c.classic_state()["group_state"] == "Empty"
+
+
+def test_a_classic_member_replacing_the_last_consumer_member_downgrades_without_a_rebalance():
+    c = Mixed()
+    classic, generation = one_classic_member(c)
+    s = c.hb("s", instance_id="i1")  # a static consumer-protocol member beside the classic one
+    c.heartbeat(classic, generation)
+    j = c.join(classic)
+    c.sync(classic, j["generation_id"])
+    s2 = c.hb("s", s["member_epoch"], owned=set(), instance_id="i1")
+    mine = assigned(s2)
+    assert len(mine) == 3
+    # i1 restarts with the classic protocol: it takes s's place, and the group is classic again
+    r = c.join(instance_id="i1")
+    assert r["error_code"] == NONE and r["member_id"] != "s"
+    state = c.classic_state()
+    assert state["group_state"] == "Stable" and {m["member_id"] for m in state["members"]} == {classic, r["member_id"]}
+    assert c.describe()["error_code"] == GROUP_ID_NOT_FOUND
+    synced = c.sync(r["member_id"], r["generation_id"], instance_id="i1")
+    assert synced["error_code"] == NONE
+    assert {p for _, p in decode_assignment(synced["assignment"])} == {p for _, p in mine}  # s's partitions
+    assert c.hb("s", s2["member_epoch"], instance_id="i1")["error_code"] == GROUP_ID_NOT_FOUND
+    c.fail_over()
+    assert c.heartbeat(r["member_id"], r["generation_id"], instance_id="i1") == NONE

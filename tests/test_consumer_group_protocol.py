@@ -368,6 +368,10 @@ def test_assignors_balance_and_stick():
     assert moved == 2  # only what the new member needs moves
     ranged = range_({"m1": frozenset({"a"}), "m2": frozenset({"a"})}, topics, {})
     assert ranged["m1"] == {(t1, 0), (t1, 1), (t1, 2)} and ranged["m2"] == {(t1, 3), (t1, 4)}
+    # as Kafka's: static members first, by instance id (a restarted instance keeps its ranges)
+    static = range_({"m1": frozenset({"a"}), "m2": frozenset({"a"}), "z9": frozenset({"a"})}, topics, {},
+                    {"m1": None, "m2": "i-b", "z9": "i-a"})
+    assert static["z9"] == {(t1, 0), (t1, 1)} and static["m2"] == {(t1, 2), (t1, 3)} and static["m1"] == {(t1, 4)}
 
 
 def test_uniform_quotas_for_one_subscription_match_the_general_way():

@@ -17,8 +17,8 @@ Subscriptions = Mapping[str, frozenset[str]]
 TopicsMetadata = Mapping[str, tuple[uuid.UUID, int]]
 
 
-def uniform(subscriptions: Subscriptions, topics: TopicsMetadata,
-            previous: Mapping[str, frozenset[Partition]]) -> dict[str, frozenset[Partition]]:
+def uniform(subscriptions: Subscriptions, topics: TopicsMetadata, previous: Mapping[str, frozenset[Partition]],
+            instance_ids: Mapping[str, str | None] | None = None) -> dict[str, frozenset[Partition]]:
     """Sticky and balanced: a member keeps what it had where it still subscribes, new or
     freed partitions go to the eligible member with the fewest, then partitions move from
     the most loaded members to eligible ones with at least two fewer until none can.  When
@@ -89,14 +89,21 @@ def _uniform_same_subscription(subscriptions: Subscriptions, topics: TopicsMetad
     return {m: frozenset(ps) for m, ps in owned.items()}
 
 
-def range_(subscriptions: Subscriptions, topics: TopicsMetadata,
-           previous: Mapping[str, frozenset[Partition]]) -> dict[str, frozenset[Partition]]:
-    """Per topic, its subscribers (by member id) take consecutive ranges of its partitions,
-    the first ones one more when they do not divide evenly: members subscribed to the same
-    co-partitioned topics get the same partition numbers of each."""
+def range_(subscriptions: Subscriptions, topics: TopicsMetadata, previous: Mapping[str, frozenset[Partition]],
+           instance_ids: Mapping[str, str | None] | None = None) -> dict[str, frozenset[Partition]]:
+    """Per topic, its subscribers take consecutive ranges of its partitions, the first ones
+    one more when they do not divide evenly: members subscribed to the same co-partitioned
+    topics get the same partition numbers of each.  Members go in Kafka's order: static ones
+    first by instance id (so a restarted instance gets the same ranges), then by member id."""
+    instance_ids = instance_ids or {}
+
+    def order(member: str):
+        instance = instance_ids.get(member)
+        return (0, instance) if instance is not None else (1, member)
+
     owned: dict[str, set[Partition]] = {m: set() for m in subscriptions}
     for name, (topic_id, count) in sorted(topics.items()):
-        members = sorted(m for m, subscribed in subscriptions.items() if name in subscribed)
+        members = sorted((m for m, subscribed in subscriptions.items() if name in subscribed), key=order)
         if not members:
             continue
         share, extra = divmod(count, len(members))

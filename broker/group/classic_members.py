@@ -35,6 +35,10 @@ so for a while a group has members of both protocols; a rolling downgrade the ot
   group epoch: the classic members with their target assignments, the first one the leader,
   Stable, then at once PreparingRebalance, so every member rejoins a classic rebalance.
 
+A classic static member that replaces (same ``group.instance.id``) the last member using the
+consumer protocol downgrades the group too, but without a rebalance: the group is Stable at
+once, the new member holding its predecessor's target assignment, as Kafka's does.
+
 Each conversion writes the tombstones of the old kind's records and the new kind's records
 in the same output, before any answer is released.
 """
@@ -185,15 +189,17 @@ class ClassicMembers:
                 return fail(ErrorCode.UNKNOWN_MEMBER_ID)
             if existing.member_id != member_id:
                 return fail(ErrorCode.FENCED_INSTANCE_ID)
+        replaced = None
         if existing is not None and existing.member_id != member_id:  # a static member restarted
             member = consumer.replace_static(cg, existing, member_id)
+            replaced = existing
         else:
             member = cg.members.get(member_id) or ConsumerMember(member_id, instance_id)
         changed = member.member_id not in cg.members
         names = tuple(sorted(set(subscription["topics"])))
-        changed |= names != member.topic_names or member.topic_regex is not None \
-            or member.server_assignor is not None
-        member.topic_names, member.topic_regex, member.server_assignor = names, None, None
+        # (a predecessor's server assignor stays, as Kafka's: a classic JoinGroup names none)
+        changed |= names != member.topic_names or member.topic_regex is not None
+        member.topic_names, member.topic_regex = names, None
         if subscription.get("rack_id") is not None:
             member.rack_id = subscription["rack_id"]
         member.instance_id = instance_id
@@ -211,6 +217,13 @@ class ClassicMembers:
                                  for p in t["partitions"])
         consumer.reconcile(cg, member, owned, now_ms)
         member.join_deadline_ms, member.sync_deadline_ms = None, now_ms + rebalance_ms
+        if replaced is not None and replaced.classic is None and self._all_classic_can_downgrade(cg):
+            # it replaced the last member using the consumer protocol: a classic group again
+            self.downgrade(group, None, now_ms, out, rebalance=False)
+            out.response = {"throttle_time_ms": 0, "error_code": 0, "generation_id": group.generation,
+                            "protocol_type": CONSUMER_PROTOCOL_TYPE, "protocol_name": group.protocol_name,
+                            "leader": "", "skip_assignment": False, "member_id": member.member_id, "members": []}
+            return out
         consumer.persist(group, out, None if bumped else (member.member_id,))
         out.response = {"throttle_time_ms": 0, "error_code": 0, "generation_id": member.epoch,
                         "protocol_type": CONSUMER_PROTOCOL_TYPE, "protocol_name": protocols[0][0],
@@ -342,15 +355,23 @@ class ClassicMembers:
 
     def can_downgrade(self, cg: ConsumerGroup, leaving: ConsumerMember) -> bool:
         """Whether ``leaving`` is the last member using the consumer protocol, with classic
-        members left that a classic group can hold (a protocol they all support among them)."""
-        others = [m for m in cg.members.values() if m.member_id != leaving.member_id]
-        if leaving.classic is not None or not others or any(m.classic is None for m in others):
+        members left that a classic group can hold."""
+        return leaving.classic is None and self._all_classic_can_downgrade(cg, leaving.member_id)
+
+    def _all_classic_can_downgrade(self, cg: ConsumerGroup, leaving_id: str | None = None) -> bool:
+        """Whether the members but ``leaving_id`` all use the classic protocol, share a
+        protocol, and fit a classic group (the policy allowing)."""
+        others = [m for m in cg.members.values() if m.member_id != leaving_id]
+        if not others or any(m.classic is None for m in others):
             return False
         common = set.intersection(*({n for n, _ in m.classic.protocols} for m in others))
         return bool(common) and self.config.downgrade_enabled and len(others) <= self.config.max_size
 
-    def downgrade(self, group: Group, leaving: ConsumerMember, now_ms: int, out: Output) -> None:
-        """``group`` becomes a classic group of its other (classic) members, which rebalance."""
+    def downgrade(self, group: Group, leaving: ConsumerMember | None, now_ms: int, out: Output, *,
+                  rebalance: bool = True) -> None:
+        """``group`` becomes a classic group of its other (classic) members, which rebalance
+        (unless a static member's replacement brought it about: then it stays Stable, the new
+        member with its predecessor's assignment, as Kafka does)."""
         cg = group.modern
         names = self._names()
         records = tombstones(group)
@@ -358,7 +379,7 @@ class ClassicMembers:
         group.protocol_type, group.generation = CONSUMER_PROTOCOL_TYPE, cg.group_epoch
         group.members, group.static_members, group.pending_members, group.leader_id = {}, {}, {}, None
         for m in cg.members.values():
-            if m.member_id == leaving.member_id:
+            if leaving is not None and m.member_id == leaving.member_id:
                 continue
             member = Member(m.member_id, m.instance_id, m.client_id, m.client_host, m.classic.session_timeout_ms,
                             m.rebalance_timeout_ms, CONSUMER_PROTOCOL_TYPE, list(m.classic.protocols),
@@ -372,4 +393,5 @@ class ClassicMembers:
         group.state, group.state_timestamp_ms = S.STABLE, now_ms
         out.writes.append(Write(group.partition, group.group_id, records))
         group_write(group, out)
-        self.membership.prepare_rebalance(group, now_ms, out)
+        if rebalance:
+            self.membership.prepare_rebalance(group, now_ms, out)

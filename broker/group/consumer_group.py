@@ -310,7 +310,8 @@ class ConsumerProtocol:
 
     def replace_static(self, cg: ConsumerGroup, existing: ConsumerMember, member_id: str) -> ConsumerMember:
         """A new member (at epoch 0) for ``existing``'s instance id, taking over its partitions
-        and target; ``existing`` is gone."""
+        and target; ``existing`` is gone.  The new member is in the group at once: a
+        replacement with the same subscription does not bump the group epoch (as Kafka's)."""
         member = ConsumerMember(member_id, existing.instance_id, rebalance_timeout_ms=existing.rebalance_timeout_ms,
                                 topic_names=existing.topic_names, topic_regex=existing.topic_regex,
                                 server_assignor=existing.server_assignor, rack_id=existing.rack_id)
@@ -318,7 +319,9 @@ class ConsumerProtocol:
         cg.target[member_id] = cg.target.pop(existing.member_id, frozenset())
         if existing.member_id != member_id:
             del cg.members[existing.member_id]
+            cg.acl_matches.pop(existing.member_id, None)
             cg.gone.add(existing.member_id)
+        cg.members[member_id] = member
         return member
 
     def _known_member(self, cg: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerMember:
@@ -458,7 +461,8 @@ class ConsumerProtocol:
         cg.assignor = self._choose_assignor(cg)
         resolved = self._subscriptions(cg)  # (cg.topics was made from them)
         subscriptions = {m.member_id: resolved[self._key(cg, m)] for m in cg.members.values()}
-        cg.target = ASSIGNORS[cg.assignor](subscriptions, cg.topics, cg.target)
+        cg.target = ASSIGNORS[cg.assignor](subscriptions, cg.topics, cg.target,
+                                           {m.member_id: m.instance_id for m in cg.members.values()})
         cg.assignment_epoch = cg.group_epoch
 
     # ------------------------------------------------------------------ reconciliation
