@@ -162,7 +162,7 @@ class Membership:
             group = self.table.new_group(gid, now_ms)
         if group.is_(S.DEAD):
             return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if group.modern is not None:  # a KIP-848 group in use (kraft does not mix the protocols)
+        if group.modern is not None:  # (the coordinator hands consumer groups to broker.group.classic_members)
             return fail(INCONSISTENT_GROUP_PROTOCOL)
         if not group.supports(body["protocol_type"], protocols):
             return fail(INCONSISTENT_GROUP_PROTOCOL)
