@@ -411,6 +411,20 @@ def _offset_commit(group: str, generation: int, member: str, topic: str, offsets
                  "committed_metadata": f"m{o}"} for p, o in offsets.items()]}]}
 
 
+def _join_group(group: str, metadata: bytes, instance_id: str | None = None) -> dict:
+    """A JoinGroup of a consumer (protocol ``range``) not yet given a member id."""
+    return {"group_id": group, "session_timeout_ms": 30_000, "rebalance_timeout_ms": 30_000, "member_id": "",
+            "group_instance_id": instance_id, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": metadata}], "reason": None}
+
+
+def _sync_group(group: str, generation: int, member: str, assignment: bytes, instance_id: str | None = None) -> dict:
+    """A leader's SyncGroup giving itself ``assignment``."""
+    return {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": instance_id,
+            "protocol_type": "consumer", "protocol_name": "range",
+            "assignments": [{"member_id": member, "assignment": assignment}]}
+
+
 CONSUMER_METADATA = bytes.fromhex("0003000000010004646966660000000000000000")  # v3 subscription to "diff"
 
 
@@ -607,17 +621,13 @@ async def group_steps(s: Session) -> None:
     await s.call("FindCoordinator group", "FindCoordinator", {"key_type": 0, "coordinator_keys": [group],
                                                               "key": group})
     await s.call("FindCoordinator v3 (older)", "FindCoordinator", {"key_type": 0, "key": group}, version=3)
-    join = {"group_id": group, "session_timeout_ms": 30_000, "rebalance_timeout_ms": 30_000, "member_id": "",
-            "group_instance_id": None, "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": CONSUMER_METADATA}], "reason": None}
+    join = _join_group(group, CONSUMER_METADATA)
     first = await s.call("JoinGroup without member id", "JoinGroup", join)
     member = first.get("member_id", "")
     joined = await s.call("JoinGroup with the given member id", "JoinGroup", {**join, "member_id": member})
     generation = joined.get("generation_id", -1)
     await s.call("JoinGroup unknown member id", "JoinGroup", {**join, "member_id": "no-such-member"})
-    sync = {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": None,
-            "protocol_type": "consumer", "protocol_name": "range",
-            "assignments": [{"member_id": member, "assignment": b"\x00\x03assignment"}]}
+    sync = _sync_group(group, generation, member, b"\x00\x03assignment")
     await s.call("SyncGroup bad generation", "SyncGroup", {**sync, "generation_id": generation + 5})
     await s.call("SyncGroup unknown member", "SyncGroup", {**sync, "member_id": "no-such-member"})
     await s.call("SyncGroup good", "SyncGroup", sync)
@@ -707,18 +717,14 @@ async def migration_steps(s: Session) -> None:
     cgh, cgd = "ConsumerGroupHeartbeat", "ConsumerGroupDescribe"
     subscription = _consumer_protocol("ConsumerProtocolSubscription", 1, {
         "topics": [s.p], "user_data": None, "owned_partitions": []})
-    join = {"group_id": group, "session_timeout_ms": 30_000, "rebalance_timeout_ms": 30_000, "member_id": "",
-            "group_instance_id": None, "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": subscription}], "reason": None}
+    join = _join_group(group, subscription)
     first = await s.call("Migration JoinGroup without member id", "JoinGroup", join)
     member = first.get("member_id", "")
     joined = await s.call("Migration JoinGroup classic", "JoinGroup", {**join, "member_id": member})
     generation = joined.get("generation_id", -1)
     everything = _consumer_protocol("ConsumerProtocolAssignment", 1, {
         "assigned_partitions": [{"topic": s.p, "partitions": [0, 1, 2, 3]}], "user_data": None})
-    sync = {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": None,
-            "protocol_type": "consumer", "protocol_name": "range",
-            "assignments": [{"member_id": member, "assignment": everything}]}
+    sync = _sync_group(group, generation, member, everything)
     await s.call("Migration SyncGroup classic leader", "SyncGroup", sync)
     upgrade = {"group_id": group, "member_id": cmember, "member_epoch": 0, "instance_id": None, "rack_id": None,
                "rebalance_timeout_ms": 30_000, "subscribed_topic_names": [s.p], "subscribed_topic_regex": None,
@@ -766,14 +772,10 @@ async def static_migration_steps(s: Session, subscription: bytes, everything: by
     instance restarts with the classic protocol, which turns the group classic again at once."""
     group, cmember = s.p + "-migrate-static", str(uuid.uuid4())
     cgh = "ConsumerGroupHeartbeat"
-    join = {"group_id": group, "session_timeout_ms": 30_000, "rebalance_timeout_ms": 30_000, "member_id": "",
-            "group_instance_id": "classic-1", "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": subscription}], "reason": None}
+    join = _join_group(group, subscription, "classic-1")
     joined = await s.call("Static migration JoinGroup classic static member", "JoinGroup", join)
     member, generation = joined.get("member_id", ""), joined.get("generation_id", -1)
-    sync = {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": "classic-1",
-            "protocol_type": "consumer", "protocol_name": "range",
-            "assignments": [{"member_id": member, "assignment": everything}]}
+    sync = _sync_group(group, generation, member, everything, "classic-1")
     await s.call("Static migration SyncGroup classic leader", "SyncGroup", sync)
     upgrade = {"group_id": group, "member_id": cmember, "member_epoch": 0, "instance_id": "consumer-1",
                "rack_id": None, "rebalance_timeout_ms": 30_000, "subscribed_topic_names": [s.p],

@@ -131,33 +131,29 @@ def test_rolling_upgrade_to_the_consumer_protocol_and_back(make_cluster):
         return admin.describe_consumer_groups([GROUP])[GROUP].result().type.name
 
     phases = []
+
+    def restart(old, new, protocol, other, what):
+        """``old`` closes and ``new`` takes its place with ``protocol``; more records are
+        produced, and read by ``new`` and ``other`` sharing the partitions."""
+        t0 = time.monotonic()
+        members[old].stop()
+        start(new, protocol)
+        produce()
+        settled([new, other], what)
+        phases.append((what, time.monotonic() - t0))
+
     try:
         produce()
         start("a", "classic")
         start("b", "classic")
         settled("ab", "two classic members")
         assert group_type() == "CLASSIC"
-        t0 = time.monotonic()
         # the upgrade: a restarts with the consumer protocol and joins the classic group
-        members["a"].stop()
-        start("a2", "consumer")
-        produce()
-        settled(["a2", "b"], "a consumer member beside a classic one")
+        restart("a", "a2", "consumer", "b", "upgrade (a -> a2)")
         assert group_type() == "CONSUMER"
-        phases.append(("upgrade (a -> a2)", time.monotonic() - t0))
-        t0 = time.monotonic()
-        members["b"].stop()
-        start("b2", "consumer")
-        produce()
-        settled(["a2", "b2"], "two consumer members")
-        phases.append(("b -> b2", time.monotonic() - t0))
+        restart("b", "b2", "consumer", "a2", "b -> b2")
         # the way back: a classic member joins the consumer group ...
-        t0 = time.monotonic()
-        members["a2"].stop()
-        start("a3", "classic")
-        produce()
-        settled(["a3", "b2"], "a classic member beside a consumer one")
-        phases.append(("a2 -> a3 (classic)", time.monotonic() - t0))
+        restart("a2", "a3", "classic", "b2", "a2 -> a3 (classic)")
         # ... and the last consumer member's leave downgrades the group
         t0 = time.monotonic()
         members["b2"].stop()

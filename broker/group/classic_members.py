@@ -53,33 +53,14 @@ from broker.group import consumer_records as cr
 from broker.group.consumer_group import (STABLE, UNRELEASED, UNREVOKED, ConsumerGroup, ConsumerMember,
                                          ConsumerProtocol, HeartbeatError, tombstones)
 from broker.group.membership import (INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT, Membership, answer_parked,
-                                     group_write, join_error)
+                                     group_write, join_error, leave_response, leaving_members)
 from broker.group.output import Output, Write
-from broker.group.records import group_record
-from broker.group.state import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
+from broker.group.state import (CONSUMER_PROTOCOL_TYPE, Group, GroupState, MalformedProtocol, Member,
+                                decode_subscription, protocol_version)
 from kraft.protocol import codec
 from kraft.protocol.error_codes import ErrorCode
 
 S = GroupState
-
-
-class MalformedProtocol(ValueError):
-    """A member's ConsumerProtocolSubscription or ConsumerProtocolAssignment does not parse."""
-
-
-def decode_subscription(metadata: bytes) -> dict:
-    """A ConsumerProtocolSubscription (versions 0-3, later ones read as 3)."""
-    try:
-        (version,) = struct.unpack_from(">h", metadata)
-        return codec.decode("ConsumerProtocolSubscription", "data", min(max(version, 0), 3),
-                            memoryview(metadata)[2:], allow_trailing=True)
-    except Exception as exc:  # noqa: BLE001 - any malformed client metadata
-        raise MalformedProtocol(str(exc)) from None
-
-
-def _protocol_version(metadata: bytes) -> int:
-    """The ConsumerProtocol version a member subscribed with (its assignment is sent in it)."""
-    return min(max(struct.unpack_from(">h", metadata)[0], 0), 3) if len(metadata) >= 2 else 0
 
 
 def encode_assignment(partitions, names: Mapping[uuid.UUID, str], version: int) -> bytes:
@@ -93,7 +74,7 @@ def decode_assignment(data: bytes) -> list[tuple[str, int]]:
     if not data:
         return []
     try:
-        body = codec.decode("ConsumerProtocolAssignment", "data", _protocol_version(data), memoryview(data)[2:],
+        body = codec.decode("ConsumerProtocolAssignment", "data", protocol_version(data), memoryview(data)[2:],
                             allow_trailing=True)
     except Exception as exc:  # noqa: BLE001
         raise MalformedProtocol(str(exc)) from None
@@ -220,13 +201,13 @@ class ClassicMembers:
         if replaced is not None and replaced.classic is None and self._all_classic_can_downgrade(cg):
             # it replaced the last member using the consumer protocol: a classic group again
             self.downgrade(group, None, now_ms, out, rebalance=False)
-            out.response = {"throttle_time_ms": 0, "error_code": 0, "generation_id": group.generation,
-                            "protocol_type": CONSUMER_PROTOCOL_TYPE, "protocol_name": group.protocol_name,
-                            "leader": "", "skip_assignment": False, "member_id": member.member_id, "members": []}
-            return out
-        consumer.persist(group, out, None if bumped else (member.member_id,))
-        out.response = {"throttle_time_ms": 0, "error_code": 0, "generation_id": member.epoch,
-                        "protocol_type": CONSUMER_PROTOCOL_TYPE, "protocol_name": protocols[0][0],
+            generation, protocol = group.generation, group.protocol_name
+        else:
+            consumer.persist(group, out, None if bumped else (member.member_id,))
+            generation, protocol = member.epoch, protocols[0][0]
+        # answered at once, with no leader: nobody assigns on the client side
+        out.response = {"throttle_time_ms": 0, "error_code": 0, "generation_id": generation,
+                        "protocol_type": CONSUMER_PROTOCOL_TYPE, "protocol_name": protocol,
                         "leader": "", "skip_assignment": False, "member_id": member.member_id, "members": []}
         return out
 
@@ -263,7 +244,7 @@ class ClassicMembers:
             self._told_to_rejoin(member, now_ms)
             return answer(ErrorCode.REBALANCE_IN_PROGRESS)
         member.sync_deadline_ms, member.last_heartbeat_ms = None, now_ms
-        return answer(0, encode_assignment(member.assigned, self._names(), _protocol_version(first[1])))
+        return answer(0, encode_assignment(member.assigned, self._names(), protocol_version(first[1])))
 
     def heartbeat(self, group: Group, version: int, body: dict, now_ms: int) -> dict:
         cg = group.modern
@@ -279,10 +260,7 @@ class ClassicMembers:
 
     def leave(self, group: Group, version: int, body: dict, now_ms: int) -> Output:
         out = Output()
-        if version < 3:
-            leaving = [{"member_id": body["member_id"], "group_instance_id": None}]
-        else:
-            leaving = body["members"]
+        leaving = leaving_members(version, body)
         codes = []
         for item in leaving:
             cg = group.modern
@@ -304,12 +282,7 @@ class ClassicMembers:
             if not code:  # (a member of either protocol: Kafka 4.1's admin removes members so)
                 self.consumer.remove(group, member, now_ms, out)
             codes.append(code)
-        if version < 3:
-            out.response = {"throttle_time_ms": 0, "error_code": int(codes[0]), "members": []}
-        else:
-            out.response = {"throttle_time_ms": 0, "error_code": 0, "members": [
-                {"member_id": m["member_id"], "group_instance_id": m.get("group_instance_id"), "error_code": int(c)}
-                for m, c in zip(leaving, codes)]}
+        out.response = leave_response(version, 0, leaving, codes)
         return out
 
     # ------------------------------------------------------------------ upgrade
@@ -320,8 +293,9 @@ class ClassicMembers:
 
     def upgrade(self, group: Group, now_ms: int, out: Output) -> None:
         """The classic ``group`` (with members) becomes a consumer group, each member keeping
-        the partitions of its last assignment.  Raises HeartbeatError if a member's embedded
-        protocol does not parse (the group stays classic)."""
+        the partitions of its last assignment (the caller writes the classic group's
+        tombstone).  Raises HeartbeatError if a member's embedded protocol does not parse (the
+        group stays classic)."""
         cg = ConsumerGroup(group_epoch=group.generation, assignment_epoch=group.generation,
                            assignor=self.config.consumer_assignors[0])
         converted = []
@@ -349,7 +323,6 @@ class ClassicMembers:
         group.join_deadline_ms, group.in_initial_delay = None, False
         group.state = S.EMPTY  # (the classic fields of a consumer group are an Empty group's)
         group.modern, group.protocol_type = cg, CONSUMER_PROTOCOL_TYPE
-        out.writes.append(Write(group.partition, group.group_id, (group_record(group.group_id, None),)))
 
     # ------------------------------------------------------------------ downgrade
 
@@ -387,7 +360,7 @@ class ClassicMembers:
             group.add(member)
         group.protocol_name = group.select_protocol()
         for member in group.members.values():
-            version = _protocol_version(member.metadata_for(group.protocol_name))
+            version = protocol_version(member.metadata_for(group.protocol_name))
             member.assignment = encode_assignment(cg.target.get(member.member_id, frozenset()), names, version)
         group.subscribed_topics = group.compute_subscribed_topics()
         group.state, group.state_timestamp_ms = S.STABLE, now_ms

@@ -244,13 +244,14 @@ class ConsumerProtocol:
             if epoch != 0:
                 raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {gid} not found.")
             group = self.table.groups[gid] = self.table.new_group(gid, now_ms)
-        if group.modern is None and (group.members or group.pending_members):
-            if epoch != 0 or self.migration is None or not self.migration.can_upgrade(group):
-                raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
-            self.migration.upgrade(group, now_ms, out)
         if group.modern is None:
-            group.modern = ConsumerGroup(assignor=self.config.consumer_assignors[0])
-            group.protocol_type = CONSUMER_PROTOCOL_TYPE
+            if group.members or group.pending_members:
+                if epoch != 0 or self.migration is None or not self.migration.can_upgrade(group):
+                    raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+                self.migration.upgrade(group, now_ms, out)
+            else:
+                group.modern = ConsumerGroup(assignor=self.config.consumer_assignors[0])
+                group.protocol_type = CONSUMER_PROTOCOL_TYPE
             out.writes.append(Write(group.partition, gid, (group_record(gid, None),)))  # no classic group left
         return group, group.modern
 
@@ -407,7 +408,7 @@ class ConsumerProtocol:
         cg.acl_matches[member.member_id] = (topics, member.topic_regex, matches, now_ms)
         return known is None or known[2] != matches
 
-    def _key(self, cg: ConsumerGroup, m: ConsumerMember) -> tuple:
+    def _key(self, m: ConsumerMember) -> tuple:
         """The subscription ``m`` shares with others, or (ACLs on, a regex) its own."""
         if self.config.acls and m.topic_regex is not None:
             return m.topic_names, m.topic_regex, m.member_id
@@ -425,7 +426,7 @@ class ConsumerProtocol:
             cached = {}
         resolved = {}
         for m in cg.members.values():
-            key = self._key(cg, m)
+            key = self._key(m)
             if key in resolved:
                 continue
             if len(key) == 3:
@@ -460,7 +461,7 @@ class ConsumerProtocol:
             return
         cg.assignor = self._choose_assignor(cg)
         resolved = self._subscriptions(cg)  # (cg.topics was made from them)
-        subscriptions = {m.member_id: resolved[self._key(cg, m)] for m in cg.members.values()}
+        subscriptions = {m.member_id: resolved[self._key(m)] for m in cg.members.values()}
         cg.target = ASSIGNORS[cg.assignor](subscriptions, cg.topics, cg.target,
                                            {m.member_id: m.instance_id for m in cg.members.values()})
         cg.assignment_epoch = cg.group_epoch

@@ -160,6 +160,7 @@ def _read_classic(data: bytes) -> ClassicMetadata:
 def encode_value(kind: int, value) -> bytes:
     w = _Writer(flexible=True)
     w.fixed("h", 0)
+    tagged = {}
     if kind in (GROUP_EPOCH, TARGET_EPOCH):
         w.fixed("i", value)
     elif kind == MEMBER_METADATA:
@@ -173,9 +174,8 @@ def encode_value(kind: int, value) -> bytes:
         w.string(value.topic_regex)
         w.fixed("i", value.rebalance_timeout_ms)
         w.string(value.server_assignor)
-        if value.classic is not None:
-            w.tags({0: b"\x01" + _classic_bytes(value.classic)})  # (a tagged nullable struct: 1 = present)
-            return bytes(w.out)
+        if value.classic is not None:  # a tagged nullable struct: a presence varint (1), then the struct
+            tagged[0] = b"\x01" + _classic_bytes(value.classic)
     elif kind == TARGET_MEMBER:
         _partitions(w, value)
     elif kind == CURRENT_ASSIGNMENT:
@@ -186,7 +186,7 @@ def encode_value(kind: int, value) -> bytes:
         _partitions(w, value.revoking)
     else:
         raise ValueError(f"no consumer group record has key version {kind}")
-    w.tags()
+    w.tags(tagged)
     return bytes(w.out)
 
 
@@ -201,11 +201,6 @@ def decode_value(kind: int, data: bytes):
         value = MemberMetadata(r.string(nullable=True), r.string(nullable=True), r.string(), r.string(),
                                tuple(r.string() for _ in range(r.array_len())), r.string(nullable=True),
                                r.fixed("i"), r.string(nullable=True))
-        tagged = r.tags()
-        r.end()
-        if tagged.get(0, b"\x00")[:1] not in (b"", b"\x00"):  # a presence varint, then the struct
-            return replace(value, classic=_read_classic(tagged[0][1:]))
-        return value
     elif kind == TARGET_MEMBER:
         value = _read_partitions(r)
     else:
@@ -213,8 +208,11 @@ def decode_value(kind: int, data: bytes):
         if state not in STATES:
             raise RecordFormatError(f"unknown member state {state}")
         value = CurrentAssignment(epoch, previous, STATES[state], _read_partitions(r), _read_partitions(r))
-    r.tags()
+    tagged = r.tags()
     r.end()
+    classic = tagged.get(0, b"") if kind == MEMBER_METADATA else b""
+    if classic[:1] not in (b"", b"\x00"):  # a presence varint (0: null), then the struct
+        value = replace(value, classic=_read_classic(classic[1:]))
     return value
 
 

@@ -59,6 +59,22 @@ def sync_response(version: int, code: int, group: Group | None = None, assignmen
             "assignment": assignment}
 
 
+def leaving_members(version: int, body: dict) -> list[dict]:
+    """The members a LeaveGroup names (v0-2: the one member id)."""
+    if version < 3:
+        return [{"member_id": body["member_id"], "group_instance_id": None}]
+    return body["members"]
+
+
+def leave_response(version: int, top: int, leaving: list[dict], codes: list[int]) -> dict:
+    """LeaveGroup's answer: ``top`` for the request, or per member (v0-2: the one member's)."""
+    if version < 3:
+        top = top or (codes[0] if codes else 0)
+    return {"throttle_time_ms": 0, "error_code": int(top), "members": [
+        {"member_id": m["member_id"], "group_instance_id": m.get("group_instance_id"),
+         "error_code": int(c)} for m, c in zip(leaving, codes)] if not top or version < 3 else []}
+
+
 def finish_join(member: Member, out: Output, response: dict) -> None:
     if member.join_ticket is not None:
         out.completions.append((member.join_ticket, response))
@@ -411,18 +427,11 @@ class Membership:
 
     def leave_group(self, version: int, body: dict, now_ms: int) -> Output:
         gid = body["group_id"]
-        if version < 3:
-            leaving = [{"member_id": body["member_id"], "group_instance_id": None}]
-        else:
-            leaving = body["members"]
+        leaving = leaving_members(version, body)
         out = Output()
 
         def answer(top: int, codes: list[int]) -> Output:
-            if version < 3:
-                top = top or (codes[0] if codes else 0)
-            out.response = {"throttle_time_ms": 0, "error_code": int(top), "members": [
-                {"member_id": m["member_id"], "group_instance_id": m.get("group_instance_id"),
-                 "error_code": int(c)} for m, c in zip(leaving, codes)] if not top or version < 3 else []}
+            out.response = leave_response(version, top, leaving, codes)
             return out
 
         if not gid:

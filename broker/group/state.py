@@ -188,12 +188,28 @@ class Group:
         return frozenset(topics)
 
 
+class MalformedProtocol(ValueError):
+    """A member's ConsumerProtocolSubscription or ConsumerProtocolAssignment does not parse."""
+
+
+def protocol_version(data: bytes) -> int:
+    """The ConsumerProtocol version embedded data starts with (later ones read as 3, the last
+    the schema has)."""
+    return min(max(struct.unpack_from(">h", data)[0], 0), 3) if len(data) >= 2 else 0
+
+
+def decode_subscription(metadata: bytes) -> dict:
+    """A ConsumerProtocolSubscription."""
+    try:
+        return codec.decode("ConsumerProtocolSubscription", "data", protocol_version(metadata),
+                            memoryview(metadata)[2:], allow_trailing=True)
+    except Exception as exc:  # noqa: BLE001 - any malformed client metadata
+        raise MalformedProtocol(str(exc)) from None
+
+
 def parse_subscription(metadata: bytes) -> set[str] | None:
     """The topics of a ConsumerProtocolSubscription, or None if it does not parse."""
     try:
-        (version,) = struct.unpack_from(">h", metadata)
-        body = codec.decode("ConsumerProtocolSubscription", "data", min(max(version, 0), 3),
-                            memoryview(metadata)[2:], allow_trailing=True)
-        return set(body["topics"])
-    except Exception:  # noqa: BLE001 - any malformed client metadata means "unknown"
+        return set(decode_subscription(metadata)["topics"])
+    except MalformedProtocol:  # malformed client metadata means "unknown"
         return None
