@@ -57,9 +57,6 @@ from metadata.image import EMPTY_IMAGE, ConfigResourceType, MetadataImage
 
 log = logging.getLogger(__name__)
 
-# The longest the maintenance task sleeps with no acks=all producer waiting (ISR checks,
-# checkpoints and retention have intervals of seconds).
-IDLE_MAINTENANCE_MS = 1000
 DESCRIBE_STEP = 2000  # replicas DescribeLogDirs walks between giving the loop back
 HW_FULL_PASS_EVERY = 12  # high-watermark checkpoints (5 s apart by default) between full passes
 
@@ -83,6 +80,20 @@ def log_config_for(config: ServerConfig, topic_configs) -> LogConfig:
     return LogConfig.from_properties(props)
 
 
+class _Waiting(set):
+    """The partitions with acks=all producers waiting; adding one wakes the maintenance task
+    (idle, it sleeps until its next periodic task, seconds away: each wake-up of an idle
+    node is CPU it burns)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.added = trio.Event()
+
+    def add(self, partition) -> None:
+        super().add(partition)
+        self.added.set()
+
+
 class ReplicaManager:
     def __init__(self, broker_id: int, config: ServerConfig):
         self.broker_id = broker_id
@@ -90,7 +101,7 @@ class ReplicaManager:
         self.image = MetadataImage()
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._indexes: dict[str, set[int]] = {}  # topic -> the indexes of its hosted replicas
-        self._waiting: set[Partition] = set()  # partitions with acks=all producers waiting
+        self._waiting = _Waiting()  # partitions with acks=all producers waiting
         self._followed: dict[int, dict[tuple[str, int], Partition]] = {}  # leader -> followers
         self.change_sinks: list[set[Partition]] = []  # each replica fetcher's changed partitions
         # Segment files stay open through one bounded cache, so the partitions a node hosts
@@ -498,11 +509,13 @@ class ReplicaManager:
         while True:
             if self._waiting:  # acks=all deadlines: checked every 50 ms
                 await trio.sleep(0.05)
-            else:  # the next periodic task (a waiter's own produce times out on its own)
+            else:  # the next periodic task, or the first waiter, whichever comes first
+                self._waiting.added = trio.Event()
                 now = clock.monotonic_ms()
                 due = min(last_isr + isr_every_ms, last_hw + hw_every_ms,
                           last_retention + retention_every_ms, last_expire + expire_every_ms)
-                await trio.sleep(min(max(due - now, 50), IDLE_MAINTENANCE_MS) / 1000)
+                with trio.move_on_after(max(due - now, 50) / 1000):
+                    await self._waiting.added.wait()
             if self.log_dir_error is not None:
                 continue
             now = clock.monotonic_ms()

@@ -172,20 +172,22 @@ class ControllerServer:
     # ------------------------------------------------------------------ background
 
     async def _until_tick_due(self) -> None:
-        """Sleeps ``tick_interval_s``, then on until the active controller's tick has
+        """Waits ``tick_interval_s`` at least, then on until the active controller's tick has
         something to do (``QuorumController.next_tick_ms``; ``ACTIVE_TICK_MAX_S`` at
         most), looking again whenever a request was handled or a connection closed.  An
-        idle active controller ticks for its NoOpRecords (every
-        ``metadata.max.idle.interval.ms``), not ten times a second."""
-        await trio.sleep(self.tick_interval_s)
-        end = trio.current_time() + ACTIVE_TICK_MAX_S
+        idle active controller wakes once per NoOpRecord (every
+        ``metadata.max.idle.interval.ms``): one timed wait, not ten a second, nor a fixed
+        pause and then another wait (every wake-up of an idle node is CPU it burns)."""
+        start = trio.current_time()
+        earliest = start + self.tick_interval_s
+        latest = start + ACTIVE_TICK_MAX_S
         while self.controller.is_active:
             now = clock.monotonic_ms()
-            wait_s = min((self.controller.next_tick_ms(now) - now) / 1000,
-                         end - trio.current_time())
-            if wait_s <= 0:
+            due = trio.current_time() + (self.controller.next_tick_ms(now) - now) / 1000
+            wake = min(max(due, earliest), latest)
+            if wake <= trio.current_time():
                 return
-            with trio.move_on_after(wait_s):
+            with trio.move_on_at(wake):
                 await self._poked.wait()
             self._poked = trio.Event()
 

@@ -14,6 +14,8 @@ import trio
 from kraft import loop_watchdog
 from kraft.loop_watchdog import LoopWatchdog, release_frozen, replicas_hosted, replicas_removed
 
+TICK_S = 0.2  # the tests wait 0.3 s for a tick (a node ticks every loop_watchdog.TICK_S)
+
 
 def full_collection_s() -> float:
     started = time.perf_counter()
@@ -33,7 +35,7 @@ def long_lived_state():
 
 @pytest.mark.parametrize("freeze", [True, False])
 async def test_a_full_collection_s_survivors_are_not_walked_again(long_lived_state, freeze):
-    watchdog = LoopWatchdog(freeze=freeze)
+    watchdog = LoopWatchdog(freeze=freeze, tick_s=TICK_S)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watchdog.run)
         await trio.sleep(0.15)
@@ -51,7 +53,7 @@ async def test_a_full_collection_s_survivors_are_not_walked_again(long_lived_sta
 
 
 async def test_released_objects_are_walked_and_reclaimed_again(long_lived_state):
-    watchdog = LoopWatchdog()
+    watchdog = LoopWatchdog(tick_s=TICK_S)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watchdog.run)
         await trio.sleep(0.15)
@@ -86,7 +88,7 @@ async def collect_and_tick() -> int:
 
 
 async def test_removed_replicas_release_the_frozen_set_once_they_are_a_tenth_of_those_hosted(long_lived_state):
-    watchdog = LoopWatchdog()
+    watchdog = LoopWatchdog(tick_s=TICK_S)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watchdog.run)
         await trio.sleep(0.15)
@@ -104,7 +106,7 @@ async def test_the_frozen_set_is_released_when_it_has_doubled_since_the_last_rel
                                                                                      release_when_grown):
     """Not on a clock: a steady node never pays for a walk over everything it holds; one
     whose frozen set doubled (garbage piling up in it, or real growth) does, once."""
-    watchdog = LoopWatchdog()
+    watchdog = LoopWatchdog(tick_s=TICK_S)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watchdog.run)
         await trio.sleep(0.15)
@@ -122,7 +124,7 @@ async def test_growth_that_hosted_replicas_account_for_is_not_taken_for_garbage(
                                                                                 release_when_grown):
     """A node creating 100,000 replicas grows its frozen set fifty-fold: walking it all
     then held each node's loop for seconds and moved the quorum's leadership (issue 19)."""
-    watchdog = LoopWatchdog()
+    watchdog = LoopWatchdog(tick_s=TICK_S)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watchdog.run)
         await trio.sleep(0.15)
@@ -135,7 +137,7 @@ async def test_growth_that_hosted_replicas_account_for_is_not_taken_for_garbage(
 
 
 async def test_a_blocked_event_loop_is_reported(caplog):
-    watchdog = LoopWatchdog(stall_warn_s=0.3)
+    watchdog = LoopWatchdog(stall_warn_s=0.3, tick_s=TICK_S)
     with caplog.at_level(logging.WARNING, logger="kraft.loop_watchdog"):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watchdog.run)

@@ -76,3 +76,27 @@ def test_request_metrics_split_fetch_and_count_every_error_code():
 ])
 def test_the_naming_rule(mbean, meter, family):
     assert family_name(mbean, meter=meter) == family
+
+
+def test_the_metrics_server_waits_without_polling_and_closes_at_once():
+    """Its thread blocks until a connection comes (no poll interval: an idle node does not
+    wake twice a second for it), so closing must wake it: a close that waited for a
+    connection would hang a node's shutdown."""
+    import socket
+    import threading
+
+    from kraft.metrics.exporter import MetricsServer
+
+    before = threading.active_count()
+    server = MetricsServer(node=None, host="127.0.0.1", port=0)
+    assert threading.active_count() == before + 1
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5):
+        pass  # it listens
+    closer = threading.Thread(target=server.close, daemon=True)  # a hang fails, not blocks, the test
+    closer.start()
+    closer.join(timeout=1.0)
+    assert not closer.is_alive()
+    server._thread.join(timeout=1.0)
+    assert not server._thread.is_alive()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", server.port), timeout=1)

@@ -10,8 +10,10 @@ histogram (``...TimeMs``, ``RequestBytes``) is a summary (``{quantile=...}``, ``
 ``kafka_server_raft_metrics_current_leader``; their ``-rate`` attributes are exported as the
 counters behind them (``append-records-rate`` -> ``..._append_records_total``).
 
-Serving: ``prometheus_client``'s threaded HTTP server, so a scrape runs in its own thread
-and never on the trio event loop.  Everything a scrape reads is either an integer the hot
+Serving: ``prometheus_client``'s WSGI app on a threaded HTTP server, so a scrape runs in its
+own thread and never on the trio event loop; the server's thread waits for connections with
+no poll interval (``prometheus_client.start_http_server`` wakes twice a second, CPU an idle
+node burns for nothing) and ``close`` wakes it by shutting its listening socket down.  Everything a scrape reads is either an integer the hot
 paths keep (``kraft.metrics.stats``), an immutable metadata image, or a container copied
 first (``list(d.values())`` is atomic under the GIL); per-partition values are computed at
 scrape time, never kept up to date on the data path.
@@ -20,11 +22,15 @@ scrape time, never kept up to date on the data path.
 from __future__ import annotations
 
 import logging
+import socket
+import threading
 import time
 from functools import lru_cache
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
-from prometheus_client.exposition import start_http_server
+from prometheus_client.exposition import make_wsgi_app
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -439,6 +445,15 @@ def raft_families(driver, node_id: int):
 
 # ------------------------------------------------------------------ serving
 
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - a scrape is not worth a log line
+        pass
+
+
 class MetricsServer:
     """The HTTP endpoint of one node (``close`` stops it)."""
 
@@ -449,13 +464,23 @@ class MetricsServer:
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
         try:
-            self._httpd, self._thread = start_http_server(port, addr=host, registry=self.registry)
+            family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+            server_class = type("_Server", (_Server,), {"address_family": family})
+            self._httpd = make_server(host, port, make_wsgi_app(self.registry), server_class,
+                                      handler_class=_QuietHandler)
         except OSError as exc:
             raise ListenError(exc.errno, f"kraft.metrics.port: cannot listen on {host}:{port}: {exc.strerror}") from exc
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": None},
+                                        name="metrics-http", daemon=True)
+        self._thread.start()
         self.port = self._httpd.server_port
         self.host = host
 
     def close(self) -> None:
+        try:  # wakes serve_forever's wait: the socket reads as ready (accept fails) until it stops
+            self._httpd.socket.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self._httpd.shutdown()
         self._httpd.server_close()
 
