@@ -6,7 +6,7 @@ from __future__ import annotations
 from broker import broker_loggers
 from kraft.protocol.error_codes import ErrorCode
 from kraft.server_config import KEYS, ServerConfig
-from metadata.controller.configs import BROKER_CONFIGS, TOPIC_CONFIGS
+from metadata.controller.configs import BROKER_CONFIGS, BROKER_LOG_SYNONYMS, TOPIC_CONFIGS
 from metadata.image import ConfigResourceType, MetadataImage
 
 # Kafka's ConfigSource ids
@@ -90,6 +90,14 @@ def describe_resource(config: ServerConfig, image: MetadataImage, res: dict) -> 
                        error_message=f"Topic '{name}' does not exist.")
             return out
         values = topic_defaults(config)
+        # A dynamic broker log default (the cluster-wide one, then this broker's) is the
+        # topic's default: Kafka reports it with that source.
+        for source, broker in ((DYNAMIC_DEFAULT_BROKER_CONFIG, ""), (DYNAMIC_BROKER_CONFIG, str(config.node_id))):
+            for k, v in image.config(ConfigResourceType.BROKER, broker).items():
+                topic_key = BROKER_LOG_SYNONYMS.get(k)
+                if topic_key is not None:
+                    values[topic_key] = (v, source, values[topic_key][2] if topic_key in values
+                                         else _type_of(TOPIC_CONFIGS, topic_key))
         for k, v in image.config(ConfigResourceType.TOPIC, name).items():
             values[k] = (v, DYNAMIC_TOPIC_CONFIG, values[k][2] if k in values else _type_of(TOPIC_CONFIGS, k))
     elif rtype == ConfigResourceType.BROKER:

@@ -53,12 +53,25 @@ from kraft.loop_watchdog import replicas_hosted, replicas_removed
 from kraft.metrics.stats import BrokerTopicStats, ReplicaManagerStats
 from kraft.server_config import ServerConfig
 from kraft.storage import parse_uuid_string, read_meta
+from metadata.controller.configs import BROKER_LOG_SYNONYMS
 from metadata.image import EMPTY_IMAGE, ConfigResourceType, MetadataImage
 
 log = logging.getLogger(__name__)
 
 DESCRIBE_STEP = 2000  # replicas DescribeLogDirs walks between giving the loop back
 HW_FULL_PASS_EVERY = 12  # high-watermark checkpoints (5 s apart by default) between full passes
+
+
+def dynamic_log_defaults(image: MetadataImage, broker_id: int) -> dict[str, str]:
+    """Topic key -> value of the dynamic broker configs that are topic defaults: the
+    cluster-wide default's, then this broker's own over them."""
+    out = {}
+    for name in ("", str(broker_id)):
+        for key, value in image.config(ConfigResourceType.BROKER, name).items():
+            topic_key = BROKER_LOG_SYNONYMS.get(key)
+            if topic_key is not None:
+                out[topic_key] = value
+    return out
 
 
 def log_config_for(config: ServerConfig, topic_configs) -> LogConfig:
@@ -212,8 +225,12 @@ class ReplicaManager:
         for sink in self.change_sinks:
             sink.add(partition)
 
-    def topic_config(self, topic: str) -> dict:
-        return dict(self.image.config(ConfigResourceType.TOPIC, topic))
+    def topic_config(self, topic: str, image: MetadataImage | None = None) -> dict:
+        """The topic's configs over this broker's dynamic log defaults (Kafka's precedence:
+        the topic's own, this broker's dynamic value, the cluster-wide dynamic default; the
+        static file's come after, in ``log_config_for``)."""
+        image = image or self.image
+        return {**dynamic_log_defaults(image, self.broker_id), **image.config(ConfigResourceType.TOPIC, topic)}
 
     @property
     def offline_log_dirs(self) -> list[uuid.UUID]:
@@ -268,7 +285,7 @@ class ReplicaManager:
         self._wake_fetchers()
 
     def min_insync_replicas(self, topic: str) -> int:
-        value = self.image.config(ConfigResourceType.TOPIC, topic).get("min.insync.replicas")
+        value = self.topic_config(topic).get("min.insync.replicas")
         return int(value) if value is not None else self.config["min.insync.replicas"]
 
     # -- metadata ---------------------------------------------------------------------
@@ -447,13 +464,15 @@ class ReplicaManager:
             return fallback if fallback is not None else log_config_for(self.config, {})
 
     def _update_log_configs(self, previous: MetadataImage, image: MetadataImage) -> None:
-        """Hand changed topic configs (IncrementalAlterConfigs) to the open logs."""
+        """Hand changed topic configs, and changed dynamic broker log defaults, to the open
+        logs (IncrementalAlterConfigs of a topic or a broker)."""
         changed: dict[str, LogConfig | None] = {}
+        defaults_changed = dynamic_log_defaults(previous, self.broker_id) != dynamic_log_defaults(image, self.broker_id)
         for (topic, index), partition in self.partitions.items():
             if topic not in changed:
                 old = previous.config(ConfigResourceType.TOPIC, topic)
                 changed[topic] = None
-                if old != image.config(ConfigResourceType.TOPIC, topic):
+                if defaults_changed or old != image.config(ConfigResourceType.TOPIC, topic):
                     changed[topic] = self._log_config(topic, partition.log.config)
             config = changed[topic]
             if config is not None and config != partition.log.config:

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from cluster_helpers import fast_overrides, request, start_cluster, wait_until
+from cluster_helpers import create_led_topic, fast_overrides, request, start_cluster, wait_until
 from kafka_helpers import kafka_libs, run_tool
 from kraft.local_cluster import LocalCluster
 from kraft.protocol.error_codes import ErrorCode
@@ -265,3 +265,49 @@ def test_console_consumer_with_the_consumer_group_protocol(cluster):
     assert re.search(rf"^{group}\s+\S+\s+\(\d\)\s+uniform\s+Empty\s+0\s*$", state, re.M), state
     offsets = ok(run_tool("kafka-consumer-groups", "--bootstrap-server", bs, "--describe", "--group", group))
     assert sum(int(row.split()[3]) for row in offsets.splitlines() if row.startswith(group)) == 30
+
+
+def test_a_dynamic_broker_log_default_applies_to_topics_under_their_own_overrides(cluster):
+    """kafka-configs --entity-type brokers --entity-default --add-config message.max.bytes=...:
+    Kafka applies a dynamic broker log config (a topic key's synonym) as every topic's
+    default at once; a topic's own value still wins.  Before, kraft stored it and applied
+    nothing."""
+    from confluent_kafka import KafkaError, Producer
+
+    topic = "dynamic-log-defaults"
+    leader = cluster.nodes[create_led_topic(cluster, topic, 1, 3)[0]["leader_id"]]
+    node = cluster.nodes[1]
+
+    def alter(resource_type: int, name: str, key: str, value: str | None) -> None:
+        resp = request(node.host, node.broker_port, "IncrementalAlterConfigs", 1, {"resources": [
+            {"resource_type": resource_type, "resource_name": name, "configs": [
+                {"name": key, "config_operation": 0 if value is not None else 1, "value": value}]}],
+            "validate_only": False})
+        assert resp["responses"][0]["error_code"] == 0, resp
+
+    def max_message_bytes() -> tuple[str, int]:
+        resp = request(leader.host, leader.broker_port, "DescribeConfigs", 4, {"resources": [
+            {"resource_type": 2, "resource_name": topic, "configuration_keys": ["max.message.bytes"]}],
+            "include_synonyms": False, "include_documentation": False})
+        c = resp["results"][0]["configs"][0]
+        return c["value"], c["config_source"]
+
+    def produce(size: int):
+        errors = []
+        p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "message.max.bytes": 100_000,
+                      "message.send.max.retries": 0})
+        p.produce(topic, b"x" * size, on_delivery=lambda err, msg: errors.append(err))
+        p.flush(30)
+        return errors[0].code() if errors[0] is not None else None
+
+    try:
+        alter(4, "", "message.max.bytes", "2000")
+        wait_until(lambda: max_message_bytes() == ("2000", 3), what="the cluster-wide default seen by the leader")
+        assert produce(5000) == KafkaError.MSG_SIZE_TOO_LARGE
+        assert produce(1000) is None
+        alter(2, topic, "max.message.bytes", "10000")  # the topic's own beats the broker default
+        wait_until(lambda: max_message_bytes() == ("10000", 1), what="the topic override seen by the leader")
+        assert produce(5000) is None
+    finally:
+        alter(2, topic, "max.message.bytes", None)
+        alter(4, "", "message.max.bytes", None)

@@ -154,7 +154,67 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in [
     _key("max.connections", "int", _at_least(0)),
     _key("max.connections.per.ip", "int", _at_least(0)),
     _key("max.connections.per.ip.overrides", "string"),
+    # The rest of Kafka's dynamic log defaults (DynamicLogConfig: a topic key's broker
+    # synonym), applied as topic defaults through BROKER_LOG_SYNONYMS.
+    _key("log.roll.jitter.ms", "long", _at_least(0)),
+    _key("log.index.size.max.bytes", "int", _at_least(4)),
+    _key("log.index.interval.bytes", "int", _at_least(0)),
+    _key("log.cleaner.delete.retention.ms", "long", _at_least(0)),
+    _key("log.cleaner.min.compaction.lag.ms", "long", _at_least(0)),
+    _key("log.cleaner.max.compaction.lag.ms", "long", _at_least(1)),
+    _key("log.cleaner.min.cleanable.ratio", "double", _between(0.0, 1.0)),
+    _key("log.segment.delete.delay.ms", "long", _at_least(0)),
+    _key("log.preallocate", "boolean"),
+    _key("log.message.timestamp.before.max.ms", "long", _at_least(0)),
+    _key("log.message.timestamp.after.max.ms", "long", _at_least(0)),
+    _key("log.local.retention.ms", "long", _at_least(-2)),
+    _key("log.local.retention.bytes", "long", _at_least(-2)),
+    # Kafka's other dynamic broker configs, stored and described so its tools and scripts
+    # work unchanged; a kraft node has no thread pools to resize and one cleaner task.
+    _key("log.cleaner.threads", "int", _at_least(0)),
+    _key("log.cleaner.dedupe.buffer.size", "long", _at_least(0)),
+    _key("log.cleaner.dedupe.buffer.load.factor", "double"),
+    _key("log.cleaner.io.buffer.size", "int", _at_least(0)),
+    _key("log.cleaner.io.max.bytes.per.second", "double"),
+    _key("log.cleaner.backoff.ms", "long", _at_least(0)),
+    _key("num.recovery.threads.per.data.dir", "int", _at_least(1)),
+    _key("max.connection.creation.rate", "int", _at_least(0)),
+    _key("producer.id.expiration.ms", "int", _at_least(1)),
+    _key("transaction.partition.verification.enable", "boolean"),
+    _key("metric.reporters", "list"),
 ]}
+
+# A dynamic broker config that is a topic config's default (Kafka's
+# ServerTopicConfigSynonyms): broker key -> topic key.  A broker applies the cluster-wide
+# default (resource name "") and then its own over its static file, under every topic's
+# own overrides, as Kafka's DynamicLogConfig does.
+BROKER_LOG_SYNONYMS: dict[str, str] = {
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.roll.jitter.ms": "segment.jitter.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.preallocate": "preallocate",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
+    "log.local.retention.ms": "local.retention.ms",
+    "log.local.retention.bytes": "local.retention.bytes",
+    "compression.type": "compression.type",
+    "message.max.bytes": "max.message.bytes",
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
 
 
 def validate(table: dict[str, ConfigKey], name: str, value: str | None):
