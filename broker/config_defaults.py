@@ -43,6 +43,7 @@ def topic_defaults(config: ServerConfig) -> dict[str, tuple[str, int, int]]:
         "flush.ms": (str(flush_ms if flush_ms is not None else 2**63 - 1), DEFAULT_CONFIG, _LONG),
         "index.interval.bytes": (str(config["log.index.interval.bytes"]), DEFAULT_CONFIG, _INT),
         "max.message.bytes": (str(config["message.max.bytes"]), DEFAULT_CONFIG, _INT),
+        "message.timestamp.type": (config["log.message.timestamp.type"], DEFAULT_CONFIG, _STRING),
         "min.compaction.lag.ms": ("0", DEFAULT_CONFIG, _LONG),
         "min.insync.replicas": (str(config["min.insync.replicas"]), DEFAULT_CONFIG, _INT),
         "retention.bytes": (str(config["log.retention.bytes"]), DEFAULT_CONFIG, _LONG),

@@ -676,7 +676,8 @@ def _partition_result(index: int, partition: Partition | None, outcome: ProduceO
         result["record_errors"] = [{"batch_index": outcome.invalid_batch,
                                     "batch_index_error_message": outcome.message}]
     if outcome.base_offset >= 0:
-        result.update(base_offset=outcome.base_offset, log_start_offset=partition.log.log_start_offset)
+        result.update(base_offset=outcome.base_offset, log_start_offset=partition.log.log_start_offset,
+                      log_append_time_ms=outcome.log_append_time)
     return result
 
 

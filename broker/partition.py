@@ -33,7 +33,8 @@ from kraft.log.cleaner import LogCleaner
 from kraft.log.errors import LogError, RecordBatchTooLargeError, RecordTooLargeError, UnexpectedAppendOffsetError
 from kraft.log.txn_index import AbortedTxn
 from kraft.protocol.error_codes import ErrorCode
-from kraft.records import CorruptRecordError, PayloadSummary, find_null_key
+from kraft import clock
+from kraft.records import CorruptRecordError, PayloadSummary, find_null_key, set_log_append_time
 from kraft.records.control import read_txn_marker
 from kraft.records.header import parse_header
 
@@ -60,6 +61,7 @@ class ProduceOutcome:
     invalid_batch: int | None = None  # INVALID_RECORD: the index of the offending batch
     waiter: list | None = None
     waiter_id: int = -1
+    log_append_time: int = -1  # the append time stamped on a LogAppendTime topic's batches
 
 
 class Partition:
@@ -269,13 +271,22 @@ class Partition:
         outcomes, offset = [], whole.base_offset
         for (_, payload), deadline_ms in zip(payloads, deadlines_ms):
             count = payload.offset_count
-            outcome = ProduceOutcome(ErrorCode.NONE, offset, offset + count - 1, appended=True)
+            outcome = ProduceOutcome(ErrorCode.NONE, offset, offset + count - 1, appended=True,
+                                     log_append_time=whole.log_append_time)
             offset += count
             outcomes.append(self._await_isr(outcome, min_insync_replicas, deadline_ms) if acks == -1 else outcome)
         return outcomes
 
     def _append_checked(self, buf: bytearray, batches: list) -> ProduceOutcome:
-        """Append batches every check has passed; the outcome, or the error the log raised."""
+        """Append batches every check has passed; the outcome, or the error the log raised.
+        On a ``message.timestamp.type=LogAppendTime`` topic each batch is stamped with the
+        append time first (its header only: the records are not read)."""
+        append_time = -1
+        if self.log.config.log_append_time:
+            append_time = clock.wall_ms()
+            for pos, _ in batches:
+                set_log_append_time(buf, pos, append_time)
+            batches = [(pos, parse_header(buf, pos)) for pos, _ in batches]
         try:
             first, last, completions = self.append_as_leader(buf, batches)
         except RecordTooLargeError:
@@ -286,7 +297,7 @@ class Partition:
             log.warning("%s: append failed: %s", self.name, exc)
             return ProduceOutcome(ErrorCode.KAFKA_STORAGE_ERROR)
         self.complete(completions)
-        return ProduceOutcome(ErrorCode.NONE, first, last, appended=True)
+        return ProduceOutcome(ErrorCode.NONE, first, last, appended=True, log_append_time=append_time)
 
     def append_internal(self, batch: bytes, min_insync_replicas: int, deadline_ms: int, *,
                         marker: tuple[int, int, int] | None = None) -> ProduceOutcome:

@@ -86,6 +86,7 @@ def log_config_for(config: ServerConfig, topic_configs) -> LogConfig:
         "segment.index.bytes": str(config["log.index.size.max.bytes"]),
         "max.message.bytes": str(config["message.max.bytes"]),
         "flush.messages": str(config["log.flush.interval.messages"]),
+        "message.timestamp.type": config["log.message.timestamp.type"],
     }
     if config["log.flush.interval.ms"] is not None:
         props["flush.ms"] = str(config["log.flush.interval.ms"])

@@ -151,6 +151,8 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        validate=lambda v: None if 0 <= v <= 100 else "must be a percentage (0-100)"),
     _K("message.max.bytes", "int", 1048588, validate=_at_least(0)),
     _K("compression.type", "string", "producer"),
+    _K("log.message.timestamp.type", "string", "CreateTime",
+       validate=lambda v: None if v in ("CreateTime", "LogAppendTime") else "must be CreateTime or LogAppendTime"),
     # Log
     _K("log.segment.bytes", "int", 1073741824, validate=_at_least(14)),
     _K("log.roll.ms", "int", None),

@@ -30,11 +30,14 @@ _OTHER_TOPIC_KEYS = frozenset({
     "leader.replication.throttled.replicas", "local.retention.bytes", "local.retention.ms",
     "message.downconversion.enable", "message.format.version",
     "message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
-    "message.timestamp.difference.max.ms", "message.timestamp.type",
+    "message.timestamp.difference.max.ms",
     "min.insync.replicas", "preallocate",
     "remote.storage.enable", "remote.log.copy.disable", "remote.log.delete.on.disable",
     "segment.jitter.ms", "unclean.leader.election.enable",
 })
+
+
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +64,14 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = INT64_MAX
     min_cleanable_dirty_ratio: float = 0.5
+    # LogAppendTime: a leader stamps each client batch with its append time (the batch's
+    # max timestamp, with the timestamp-type attribute bit) before writing it.
+    message_timestamp_type: str = "CreateTime"
 
     def __post_init__(self) -> None:
+        if self.message_timestamp_type not in TIMESTAMP_TYPES:
+            raise LogConfigError(f"invalid value {self.message_timestamp_type!r} for message.timestamp.type: "
+                                 f"must be one of {', '.join(TIMESTAMP_TYPES)}")
         object.__setattr__(self, "cleanup_policy", _parse_policy(self.cleanup_policy))
         ratio = self.min_cleanable_dirty_ratio
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio <= 1:
@@ -99,6 +108,8 @@ class LogConfig:
                 values["cleanup_policy"] = _parse_policy(raw)
             elif key == "min.cleanable.dirty.ratio":
                 values["min_cleanable_dirty_ratio"] = _parse_ratio(raw)
+            elif key == "message.timestamp.type":
+                values["message_timestamp_type"] = str(raw).strip()
             else:
                 values[known[key]] = _parse_int(key, raw)
         return cls(**values)
@@ -106,6 +117,10 @@ class LogConfig:
     def to_properties(self) -> dict[str, str]:
         """The configuration as Kafka topic-config keys and string values."""
         return {_key(f.name): str(getattr(self, f.name)) for f in fields(self)}
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
 
     @property
     def compact(self) -> bool:
