@@ -32,6 +32,16 @@ def ok(result) -> str:
     return result.stdout
 
 
+def alter_config(cluster, resource_type: int, name: str, key: str, value: str | None) -> None:
+    """IncrementalAlterConfigs through broker 1: SET ``key`` (DELETE it when ``value`` is None)."""
+    node = cluster.nodes[1]
+    resp = request(node.host, node.broker_port, "IncrementalAlterConfigs", 1, {"resources": [
+        {"resource_type": resource_type, "resource_name": name, "configs": [
+            {"name": key, "config_operation": 0 if value is not None else 1, "value": value}]}],
+        "validate_only": False})
+    assert resp["responses"][0]["error_code"] == 0, resp
+
+
 def controllers(cluster) -> str:
     return ",".join(f"{n.host}:{n.controller_port}" for n in cluster.controllers)
 
@@ -276,14 +286,6 @@ def test_a_dynamic_broker_log_default_applies_to_topics_under_their_own_override
 
     topic = "dynamic-log-defaults"
     leader = cluster.nodes[create_led_topic(cluster, topic, 1, 3)[0]["leader_id"]]
-    node = cluster.nodes[1]
-
-    def alter(resource_type: int, name: str, key: str, value: str | None) -> None:
-        resp = request(node.host, node.broker_port, "IncrementalAlterConfigs", 1, {"resources": [
-            {"resource_type": resource_type, "resource_name": name, "configs": [
-                {"name": key, "config_operation": 0 if value is not None else 1, "value": value}]}],
-            "validate_only": False})
-        assert resp["responses"][0]["error_code"] == 0, resp
 
     def max_message_bytes() -> tuple[str, int]:
         resp = request(leader.host, leader.broker_port, "DescribeConfigs", 4, {"resources": [
@@ -301,16 +303,16 @@ def test_a_dynamic_broker_log_default_applies_to_topics_under_their_own_override
         return errors[0].code() if errors[0] is not None else None
 
     try:
-        alter(4, "", "message.max.bytes", "2000")
+        alter_config(cluster, 4, "", "message.max.bytes", "2000")
         wait_until(lambda: max_message_bytes() == ("2000", 3), what="the cluster-wide default seen by the leader")
         assert produce(5000) == KafkaError.MSG_SIZE_TOO_LARGE
         assert produce(1000) is None
-        alter(2, topic, "max.message.bytes", "10000")  # the topic's own beats the broker default
+        alter_config(cluster, 2, topic, "max.message.bytes", "10000")  # the topic's own beats the broker default
         wait_until(lambda: max_message_bytes() == ("10000", 1), what="the topic override seen by the leader")
         assert produce(5000) is None
     finally:
-        alter(2, topic, "max.message.bytes", None)
-        alter(4, "", "message.max.bytes", None)
+        alter_config(cluster, 2, topic, "max.message.bytes", None)
+        alter_config(cluster, 4, "", "message.max.bytes", None)
 
 
 def test_log_append_time_topics_are_stamped_by_the_leader(cluster):
@@ -322,17 +324,9 @@ def test_log_append_time_topics_are_stamped_by_the_leader(cluster):
 
     from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer
 
-    node = cluster.nodes[1]
     create_led_topic(cluster, "stamped-by-topic", 1, 3)
     create_led_topic(cluster, "stamped-by-default", 1, 3)
     create_led_topic(cluster, "create-time", 1, 3)
-
-    def alter(resource_type: int, name: str, key: str, value: str | None) -> None:
-        resp = request(node.host, node.broker_port, "IncrementalAlterConfigs", 1, {"resources": [
-            {"resource_type": resource_type, "resource_name": name, "configs": [
-                {"name": key, "config_operation": 0 if value is not None else 1, "value": value}]}],
-            "validate_only": False})
-        assert resp["responses"][0]["error_code"] == 0, resp
 
     def timestamp_type(topic: str) -> str:
         leader = cluster.nodes[partitions_of(cluster, topic)[0]["leader_id"]]
@@ -341,9 +335,9 @@ def test_log_append_time_topics_are_stamped_by_the_leader(cluster):
             "include_synonyms": False, "include_documentation": False})
         return resp["results"][0]["configs"][0]["value"]
 
-    alter(2, "stamped-by-topic", "message.timestamp.type", "LogAppendTime")
-    alter(2, "create-time", "message.timestamp.type", "CreateTime")  # the topic's own beats the default
-    alter(4, "", "log.message.timestamp.type", "LogAppendTime")
+    alter_config(cluster, 2, "stamped-by-topic", "message.timestamp.type", "LogAppendTime")
+    alter_config(cluster, 2, "create-time", "message.timestamp.type", "CreateTime")  # the topic's own beats the default
+    alter_config(cluster, 4, "", "log.message.timestamp.type", "LogAppendTime")
     try:
         for topic, want in (("stamped-by-topic", "LogAppendTime"), ("stamped-by-default", "LogAppendTime"),
                             ("create-time", "CreateTime")):
@@ -378,4 +372,4 @@ def test_log_append_time_topics_are_stamped_by_the_leader(cluster):
             kind, ts = seen[topic]
             assert kind == TIMESTAMP_LOG_APPEND_TIME and ts == delivered[topic][1][1], (topic, seen[topic])
     finally:
-        alter(4, "", "log.message.timestamp.type", None)
+        alter_config(cluster, 4, "", "log.message.timestamp.type", None)

@@ -13,10 +13,11 @@ counters behind them (``append-records-rate`` -> ``..._append_records_total``).
 Serving: ``prometheus_client``'s WSGI app on a threaded HTTP server, so a scrape runs in its
 own thread and never on the trio event loop; the server's thread waits for connections with
 no poll interval (``prometheus_client.start_http_server`` wakes twice a second, CPU an idle
-node burns for nothing) and ``close`` wakes it by shutting its listening socket down.  Everything a scrape reads is either an integer the hot
-paths keep (``kraft.metrics.stats``), an immutable metadata image, or a container copied
-first (``list(d.values())`` is atomic under the GIL); per-partition values are computed at
-scrape time, never kept up to date on the data path.
+node burns for nothing) and ``close`` wakes it by shutting its listening socket down.
+Everything a scrape reads is either an integer the hot paths keep (``kraft.metrics.stats``),
+an immutable metadata image, or a container copied first (``list(d.values())`` is atomic
+under the GIL); per-partition values are computed at scrape time, never kept up to date on
+the data path.
 """
 
 from __future__ import annotations
