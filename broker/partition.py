@@ -28,12 +28,12 @@ from broker.partition_state import PartitionState
 from broker.partition_state_types import EpochEndOffset, FetchPosition, ProduceCompletion, Role
 from broker.partition_replay import aborted_entry, assigning_epochs, rebuild_txn_indexes, with_markers
 from broker.producer_state import ProducerStateManager, Verdict
+from kraft import clock
 from kraft.log import Log
 from kraft.log.cleaner import LogCleaner
 from kraft.log.errors import LogError, RecordBatchTooLargeError, RecordTooLargeError, UnexpectedAppendOffsetError
 from kraft.log.txn_index import AbortedTxn
 from kraft.protocol.error_codes import ErrorCode
-from kraft import clock
 from kraft.records import CorruptRecordError, PayloadSummary, find_null_key, set_log_append_time
 from kraft.records.control import read_txn_marker
 from kraft.records.header import parse_header

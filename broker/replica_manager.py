@@ -113,6 +113,7 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.config = config
         self.image = MetadataImage()
+        self._log_defaults: dict[str, str] = {}  # dynamic_log_defaults of the image
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._indexes: dict[str, set[int]] = {}  # topic -> the indexes of its hosted replicas
         self._waiting = _Waiting()  # partitions with acks=all producers waiting
@@ -226,12 +227,11 @@ class ReplicaManager:
         for sink in self.change_sinks:
             sink.add(partition)
 
-    def topic_config(self, topic: str, image: MetadataImage | None = None) -> dict:
+    def topic_config(self, topic: str) -> dict:
         """The topic's configs over this broker's dynamic log defaults (Kafka's precedence:
         the topic's own, this broker's dynamic value, the cluster-wide dynamic default; the
         static file's come after, in ``log_config_for``)."""
-        image = image or self.image
-        return {**dynamic_log_defaults(image, self.broker_id), **image.config(ConfigResourceType.TOPIC, topic)}
+        return {**self._log_defaults, **self.image.config(ConfigResourceType.TOPIC, topic)}
 
     @property
     def offline_log_dirs(self) -> list[uuid.UUID]:
@@ -286,13 +286,19 @@ class ReplicaManager:
         self._wake_fetchers()
 
     def min_insync_replicas(self, topic: str) -> int:
-        value = self.topic_config(topic).get("min.insync.replicas")
+        value = self.image.config(ConfigResourceType.TOPIC, topic).get("min.insync.replicas") \
+            or self._log_defaults.get("min.insync.replicas")  # on every acks=all produce: no merged dict
         return int(value) if value is not None else self.config["min.insync.replicas"]
 
     # -- metadata ---------------------------------------------------------------------
 
-    def on_image(self, previous: MetadataImage, image: MetadataImage) -> None:
+    def _set_image(self, image: MetadataImage) -> None:
+        if image.configs is not self.image.configs:
+            self._log_defaults = dynamic_log_defaults(image, self.broker_id)
         self.image = image
+
+    def on_image(self, previous: MetadataImage, image: MetadataImage) -> None:
+        self._set_image(image)
         if self.log_dir_error is not None:
             return  # the replicas are offline; the directory is not touched again
         try:
@@ -313,7 +319,7 @@ class ReplicaManager:
         last, self._published = self._published, image
         if (last is self.image and not self._reconciling and image.topics_by_name is last.topics_by_name
                 and image.configs is last.configs and image.brokers is last.brokers):
-            self.image = image
+            self._set_image(image)
             return
         self._image_published.set()
 
@@ -330,7 +336,7 @@ class ReplicaManager:
             image = self._published
             if image is applied:
                 continue
-            self.image = image
+            self._set_image(image)
             if self.log_dir_error is None:
                 started = clock.monotonic_ms()
                 self._reconciling = True
@@ -468,7 +474,7 @@ class ReplicaManager:
         """Hand changed topic configs, and changed dynamic broker log defaults, to the open
         logs (IncrementalAlterConfigs of a topic or a broker)."""
         changed: dict[str, LogConfig | None] = {}
-        defaults_changed = dynamic_log_defaults(previous, self.broker_id) != dynamic_log_defaults(image, self.broker_id)
+        defaults_changed = dynamic_log_defaults(previous, self.broker_id) != self._log_defaults
         for (topic, index), partition in self.partitions.items():
             if topic not in changed:
                 old = previous.config(ConfigResourceType.TOPIC, topic)
