@@ -31,6 +31,17 @@ def _type_of(table: dict, key: str) -> int:
     return _TYPE_IDS.get(spec.type, _STRING) if spec is not None else _STRING
 
 
+def dynamic_log_defaults(image: MetadataImage, broker_id: int):
+    """(topic key, value, source) of each dynamic broker config that is a topic default
+    (``BROKER_LOG_SYNONYMS``): the cluster-wide default's, then broker ``broker_id``'s own,
+    which a later one overrides."""
+    for source, name in ((DYNAMIC_DEFAULT_BROKER_CONFIG, ""), (DYNAMIC_BROKER_CONFIG, str(broker_id))):
+        for key, value in image.config(ConfigResourceType.BROKER, name).items():
+            topic_key = BROKER_LOG_SYNONYMS.get(key)
+            if topic_key is not None:
+                yield topic_key, value, source
+
+
 def topic_defaults(config: ServerConfig) -> dict[str, tuple[str, int, int]]:
     """topic config key -> (value, source, type) before any topic override."""
     flush_ms = config["log.flush.interval.ms"]
@@ -91,14 +102,10 @@ def describe_resource(config: ServerConfig, image: MetadataImage, res: dict) -> 
                        error_message=f"Topic '{name}' does not exist.")
             return out
         values = topic_defaults(config)
-        # A dynamic broker log default (the cluster-wide one, then this broker's) is the
-        # topic's default: Kafka reports it with that source.
-        for source, broker in ((DYNAMIC_DEFAULT_BROKER_CONFIG, ""), (DYNAMIC_BROKER_CONFIG, str(config.node_id))):
-            for k, v in image.config(ConfigResourceType.BROKER, broker).items():
-                topic_key = BROKER_LOG_SYNONYMS.get(k)
-                if topic_key is not None:
-                    values[topic_key] = (v, source, values[topic_key][2] if topic_key in values
-                                         else _type_of(TOPIC_CONFIGS, topic_key))
+        # A dynamic broker log default is the topic's default: Kafka reports it with its source.
+        for topic_key, v, source in dynamic_log_defaults(image, config.node_id):
+            values[topic_key] = (v, source, values[topic_key][2] if topic_key in values
+                                 else _type_of(TOPIC_CONFIGS, topic_key))
         for k, v in image.config(ConfigResourceType.TOPIC, name).items():
             values[k] = (v, DYNAMIC_TOPIC_CONFIG, values[k][2] if k in values else _type_of(TOPIC_CONFIGS, k))
     elif rtype == ConfigResourceType.BROKER:

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import trio
 
+from broker.config_defaults import dynamic_log_defaults
 from broker.partition import Partition
 from broker.partition_state_types import IsrProposal
 from broker.replication_quotas import ReplicationQuotas
@@ -53,7 +54,6 @@ from kraft.loop_watchdog import replicas_hosted, replicas_removed
 from kraft.metrics.stats import BrokerTopicStats, ReplicaManagerStats
 from kraft.server_config import ServerConfig
 from kraft.storage import parse_uuid_string, read_meta
-from metadata.controller.configs import BROKER_LOG_SYNONYMS
 from metadata.image import EMPTY_IMAGE, ConfigResourceType, MetadataImage
 
 log = logging.getLogger(__name__)
@@ -62,16 +62,9 @@ DESCRIBE_STEP = 2000  # replicas DescribeLogDirs walks between giving the loop b
 HW_FULL_PASS_EVERY = 12  # high-watermark checkpoints (5 s apart by default) between full passes
 
 
-def dynamic_log_defaults(image: MetadataImage, broker_id: int) -> dict[str, str]:
-    """Topic key -> value of the dynamic broker configs that are topic defaults: the
-    cluster-wide default's, then this broker's own over them."""
-    out = {}
-    for name in ("", str(broker_id)):
-        for key, value in image.config(ConfigResourceType.BROKER, name).items():
-            topic_key = BROKER_LOG_SYNONYMS.get(key)
-            if topic_key is not None:
-                out[topic_key] = value
-    return out
+def log_defaults(image: MetadataImage, broker_id: int) -> dict[str, str]:
+    """Topic key -> value of the dynamic broker configs that are topic defaults."""
+    return {key: value for key, value, _ in dynamic_log_defaults(image, broker_id)}
 
 
 def log_config_for(config: ServerConfig, topic_configs) -> LogConfig:
@@ -113,7 +106,7 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.config = config
         self.image = MetadataImage()
-        self._log_defaults: dict[str, str] = {}  # dynamic_log_defaults of the image
+        self._log_defaults: dict[str, str] = {}  # log_defaults of the image
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._indexes: dict[str, set[int]] = {}  # topic -> the indexes of its hosted replicas
         self._waiting = _Waiting()  # partitions with acks=all producers waiting
@@ -294,7 +287,7 @@ class ReplicaManager:
 
     def _set_image(self, image: MetadataImage) -> None:
         if image.configs is not self.image.configs:
-            self._log_defaults = dynamic_log_defaults(image, self.broker_id)
+            self._log_defaults = log_defaults(image, self.broker_id)
         self.image = image
 
     def on_image(self, previous: MetadataImage, image: MetadataImage) -> None:
@@ -474,7 +467,7 @@ class ReplicaManager:
         """Hand changed topic configs, and changed dynamic broker log defaults, to the open
         logs (IncrementalAlterConfigs of a topic or a broker)."""
         changed: dict[str, LogConfig | None] = {}
-        defaults_changed = dynamic_log_defaults(previous, self.broker_id) != self._log_defaults
+        defaults_changed = log_defaults(previous, self.broker_id) != self._log_defaults
         for (topic, index), partition in self.partitions.items():
             if topic not in changed:
                 old = previous.config(ConfigResourceType.TOPIC, topic)

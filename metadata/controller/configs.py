@@ -8,7 +8,7 @@ apply to.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from kraft.quotas.replication import THROTTLED_REPLICAS_FORMAT, valid_throttled_replicas
@@ -128,62 +128,6 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in [
     _key("unclean.leader.election.enable", "boolean"),
 ]}
 
-# Broker configs that may change at run time (a dynamic subset of Kafka's).
-BROKER_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in [
-    _key("unclean.leader.election.enable", "boolean"),
-    _key("min.insync.replicas", "int", _at_least(1)),
-    _key("log.retention.ms", "long", _at_least(-1)),
-    _key("log.retention.bytes", "long"),
-    _key("log.segment.bytes", "int", _at_least(14)),
-    _key("log.roll.ms", "long", _at_least(1)),
-    _key("log.cleanup.policy", "list", _each_of("delete", "compact")),
-    _key("log.flush.interval.messages", "long", _at_least(1)),
-    _key("log.flush.interval.ms", "long", _at_least(0)),
-    _key("log.message.timestamp.type", "string", _one_of("CreateTime", "LogAppendTime")),
-    _key("compression.type", "string", _one_of(*_COMPRESSION)),
-    _key("message.max.bytes", "int", _at_least(0)),
-    _key("num.io.threads", "int", _at_least(1)),
-    _key("num.network.threads", "int", _at_least(1)),
-    _key("num.replica.fetchers", "int", _at_least(1)),
-    _key("background.threads", "int", _at_least(1)),
-    _key("leader.replication.throttled.rate", "long", _at_least(0)),
-    _key("follower.replication.throttled.rate", "long", _at_least(0)),
-    # Stored, bounding nothing: a kraft broker has one log directory, so no moves between
-    # them; kafka-reassign-partitions --verify deletes it with the two rates above.
-    _key("replica.alter.log.dirs.io.max.bytes.per.second", "long", _at_least(0)),
-    _key("max.connections", "int", _at_least(0)),
-    _key("max.connections.per.ip", "int", _at_least(0)),
-    _key("max.connections.per.ip.overrides", "string"),
-    # The rest of Kafka's dynamic log defaults (DynamicLogConfig: a topic key's broker
-    # synonym), applied as topic defaults through BROKER_LOG_SYNONYMS.
-    _key("log.roll.jitter.ms", "long", _at_least(0)),
-    _key("log.index.size.max.bytes", "int", _at_least(4)),
-    _key("log.index.interval.bytes", "int", _at_least(0)),
-    _key("log.cleaner.delete.retention.ms", "long", _at_least(0)),
-    _key("log.cleaner.min.compaction.lag.ms", "long", _at_least(0)),
-    _key("log.cleaner.max.compaction.lag.ms", "long", _at_least(1)),
-    _key("log.cleaner.min.cleanable.ratio", "double", _between(0.0, 1.0)),
-    _key("log.segment.delete.delay.ms", "long", _at_least(0)),
-    _key("log.preallocate", "boolean"),
-    _key("log.message.timestamp.before.max.ms", "long", _at_least(0)),
-    _key("log.message.timestamp.after.max.ms", "long", _at_least(0)),
-    _key("log.local.retention.ms", "long", _at_least(-2)),
-    _key("log.local.retention.bytes", "long", _at_least(-2)),
-    # Kafka's other dynamic broker configs, stored and described so its tools and scripts
-    # work unchanged; a kraft node has no thread pools to resize and one cleaner task.
-    _key("log.cleaner.threads", "int", _at_least(0)),
-    _key("log.cleaner.dedupe.buffer.size", "long", _at_least(0)),
-    _key("log.cleaner.dedupe.buffer.load.factor", "double"),
-    _key("log.cleaner.io.buffer.size", "int", _at_least(0)),
-    _key("log.cleaner.io.max.bytes.per.second", "double"),
-    _key("log.cleaner.backoff.ms", "long", _at_least(0)),
-    _key("num.recovery.threads.per.data.dir", "int", _at_least(1)),
-    _key("max.connection.creation.rate", "int", _at_least(0)),
-    _key("producer.id.expiration.ms", "int", _at_least(1)),
-    _key("transaction.partition.verification.enable", "boolean"),
-    _key("metric.reporters", "list"),
-]}
-
 # A dynamic broker config that is a topic config's default (Kafka's
 # ServerTopicConfigSynonyms): broker key -> topic key.  A broker applies the cluster-wide
 # default (resource name "") and then its own over its static file, under every topic's
@@ -214,6 +158,40 @@ BROKER_LOG_SYNONYMS: dict[str, str] = {
     "message.max.bytes": "max.message.bytes",
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
+
+# Broker configs that may change at run time: the log defaults (each validated as its
+# topic key is) and these.
+BROKER_CONFIGS: dict[str, ConfigKey] = {
+    **{broker_key: replace(TOPIC_CONFIGS[topic_key], name=broker_key)
+       for broker_key, topic_key in BROKER_LOG_SYNONYMS.items()},
+    **{k.name: k for k in [
+        _key("num.io.threads", "int", _at_least(1)),
+        _key("num.network.threads", "int", _at_least(1)),
+        _key("num.replica.fetchers", "int", _at_least(1)),
+        _key("background.threads", "int", _at_least(1)),
+        _key("leader.replication.throttled.rate", "long", _at_least(0)),
+        _key("follower.replication.throttled.rate", "long", _at_least(0)),
+        # Stored, bounding nothing: a kraft broker has one log directory, so no moves between
+        # them; kafka-reassign-partitions --verify deletes it with the two rates above.
+        _key("replica.alter.log.dirs.io.max.bytes.per.second", "long", _at_least(0)),
+        _key("max.connections", "int", _at_least(0)),
+        _key("max.connections.per.ip", "int", _at_least(0)),
+        _key("max.connections.per.ip.overrides", "string"),
+        # Kafka's other dynamic broker configs, stored and described so its tools and scripts
+        # work unchanged; a kraft node has no thread pools to resize and one cleaner task.
+        _key("log.cleaner.threads", "int", _at_least(0)),
+        _key("log.cleaner.dedupe.buffer.size", "long", _at_least(0)),
+        _key("log.cleaner.dedupe.buffer.load.factor", "double"),
+        _key("log.cleaner.io.buffer.size", "int", _at_least(0)),
+        _key("log.cleaner.io.max.bytes.per.second", "double"),
+        _key("log.cleaner.backoff.ms", "long", _at_least(0)),
+        _key("num.recovery.threads.per.data.dir", "int", _at_least(1)),
+        _key("max.connection.creation.rate", "int", _at_least(0)),
+        _key("producer.id.expiration.ms", "int", _at_least(1)),
+        _key("transaction.partition.verification.enable", "boolean"),
+        _key("metric.reporters", "list"),
+    ]},
 }
 
 
