@@ -520,6 +520,29 @@ def test_a_quiet_batch_commits_without_answering_the_parked_fetches():
     assert all(f.high_watermark == quiet + 1 for f in followers)
 
 
+def test_the_second_ack_of_a_commit_is_answered_with_it_at_once():
+    """A Fetch (v17) does not say which high watermark the fetcher knows, so the leader
+    remembers what it last told each one.  When the first follower's ack commits a batch,
+    the second follower's ack finds the high watermark already moved: it must still be
+    answered at once, not parked for a fetch wait (it was, by a leader that took the
+    high watermark before this fetch for what the fetcher knew: that follower then learned
+    every commit up to 500 ms late)."""
+    n = leader_of([], epoch_before=1)
+    end = n.log.end_offset
+    for replica in (2, 3):
+        assert fetch(n, replica, 0, 0, cid=replica).records
+    for replica in (2, 3):  # caught up: answered or parked
+        fetch(n, replica, end, n.epoch, cid=10 + replica)
+    assert n.high_watermark == end
+    offset, _ = n.propose([b"create topic"])
+    replies(n)  # any parked fetch is answered with the batch; the leader fsyncs it
+    first = fetch(n, 2, offset + 1, n.epoch, cid=30)
+    assert first.high_watermark == offset + 1 == n.high_watermark  # this ack committed it
+    second = fetch(n, 3, offset + 1, n.epoch, cid=31)
+    assert second is not None and second.high_watermark == offset + 1
+    assert fetch(n, 3, offset + 1, n.epoch, cid=32) is None  # told: parked again
+
+
 def test_leader_counts_only_its_fsynced_log_end():
     """KIP-595: the leader's own log end counts for the HW only once it is durable."""
     n = node(1, (1,))

@@ -174,7 +174,6 @@ class FetchRequest:
     fetch_offset: int
     last_fetched_epoch: int
     observer: bool = False
-    high_watermark: int = -1  # KIP-1166: what the fetcher knows; -1 = not sent
     directory_id: uuid.UUID | None = None  # the fetcher's metadata directory (KIP-853)
     # How long the leader may park it (Kafka's followers send 500); 0 or less: the leader's
     # own ``fetch_max_wait_ms``.

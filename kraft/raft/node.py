@@ -196,6 +196,12 @@ class RaftNode:
         # ``propose``): a high watermark that moves past quiet batches only wakes no one.
         self._loud_end = 0
         self._parked: dict[int, tuple[Envelope, float]] = {}
+        # Replica id -> the high watermark this leader's last answer to it carried: what that
+        # fetcher knows.  Fetch v17 has no field for it (KIP-1166 adds one in v18), so a
+        # leader that guessed instead parked the second follower's ack of a batch the first
+        # one's ack had just committed, and that follower learned the commit up to a fetch
+        # wait (500 ms) late.
+        self._told: dict[int, int] = {}
         self._check_quorum_ms = NEVER
         self._announce_ms = NEVER
         # Recent snapshots stay fetchable so a slow follower can finish its download.
@@ -608,7 +614,7 @@ class RaftNode:
         self._failed_elections = 0
         self._deadline = NEVER
         self._replicas = {v: _Replica() for v in self.voters if v != self.id}
-        self._observers, self._fetch_directories = {}, {}
+        self._observers, self._fetch_directories, self._told = {}, {}, {}
         self._epoch_start_offset = self.log.end_offset
         self._check_quorum_ms = self._now + self._check_quorum_window()
         self._announce_ms = self._now
@@ -899,16 +905,15 @@ class RaftNode:
             if response is None:
                 observer.end_offset = req.fetch_offset
         if response is None:
-            hw_before = self.high_watermark
             if counted:
                 self._replicas[req.replica_id].end_offset = req.fetch_offset
                 self._maybe_advance_high_watermark()
             records = log.read(req.fetch_offset, self.config.fetch_max_bytes)
             # Park an empty fetch (long poll) unless the fetcher is behind on the high
-            # watermark (it reports what it knows, as in KIP-1166).
+            # watermark: it knows the one we last told it.
             # The fetcher learns nothing worth an answer now when only quiet batches have
             # committed since the high watermark it knows (see ``propose``).
-            known = req.high_watermark if req.high_watermark >= 0 else hw_before
+            known = self._told.get(req.replica_id, -1)
             news = known < self.high_watermark and known < self._loud_end
             if park and not records and not news:
                 old = self._parked.pop(req.replica_id, None)
@@ -917,6 +922,8 @@ class RaftNode:
                 wait = req.max_wait_ms if req.max_wait_ms > 0 else self.config.fetch_max_wait_ms
                 self._parked[req.replica_id] = (env, self._now + wait)
                 return
+            # (A diverging or snapshot answer teaches no high watermark: see _on_FetchResponse.)
+            self._told[req.replica_id] = self.high_watermark
             response = dict(records=records)
         self._reply(env, FetchResponse(Errors.NONE, self.leader, self.high_watermark,
                                        log.start_offset, **response))
@@ -1049,7 +1056,7 @@ class RaftNode:
             target = self._observer_target
         last = self.log.last
         request = FetchRequest(self.id, self.epoch, last.offset, last.epoch,
-                               observer=not self._takes_part, high_watermark=self.high_watermark,
+                               observer=not self._takes_part,
                                directory_id=self.config.directory_id,
                                max_wait_ms=self.config.fetch_max_wait_ms)
         self._fetch_cid = self._send_request(target, request, after_persist=True)
