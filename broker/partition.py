@@ -34,7 +34,14 @@ from kraft.log.cleaner import LogCleaner
 from kraft.log.errors import LogError, RecordBatchTooLargeError, RecordTooLargeError, UnexpectedAppendOffsetError
 from kraft.log.txn_index import AbortedTxn
 from kraft.protocol.error_codes import ErrorCode
-from kraft.records import CorruptRecordError, PayloadSummary, find_null_key, set_log_append_time
+from kraft.records import (
+    CorruptRecordError,
+    PayloadSummary,
+    find_null_key,
+    find_timestamp_out_of_range,
+    recompress,
+    set_log_append_time,
+)
 from kraft.records.control import read_txn_marker
 from kraft.records.header import parse_header
 
@@ -214,26 +221,44 @@ class Partition:
         error = self.state.check_produce(acks, min_insync_replicas)
         if error != ErrorCode.NONE:
             return ProduceOutcome(error)
+        config = self.log.config
+        late = None
         try:
             if isinstance(payload, CorruptRecordError):
                 raise payload
-            keyless = find_null_key(records) if self.log.config.compact else None
+            keyless = find_null_key(records) if config.compact else None
+            if config.timestamps_bounded and not config.log_append_time:
+                low, high = config.timestamp_bounds(clock.wall_ms())
+                late = find_timestamp_out_of_range(records, low, high)
         except CorruptRecordError as exc:
             log.info("%s: rejected produce payload: %s", self.name, exc)
             return ProduceOutcome(ErrorCode.CORRUPT_MESSAGE, message=str(exc)[:200])
         if keyless is not None:  # as Kafka: a compacted topic's records need keys
             return ProduceOutcome(ErrorCode.INVALID_RECORD, invalid_batch=keyless, message=(
                 f"Compacted topic cannot accept message without key in topic partition {self.name}."))
-        max_bytes = self.log.config.max_message_bytes
+        if late is not None:  # Kafka's words (it names the record by its index too)
+            return ProduceOutcome(ErrorCode.INVALID_TIMESTAMP, invalid_batch=late[0], message=(
+                f"Timestamp {late[1]} of message with offset {late[0]} is out of range. The timestamp "
+                f"should be within [{'-inf' if low is None else low}, {'inf' if high is None else high}]"))
+        max_bytes = config.max_message_bytes
         if any(h.size > max_bytes for h in payload.headers):
             return ProduceOutcome(ErrorCode.MESSAGE_TOO_LARGE)
+        buf, batches = bytearray(records), list(zip(payload.positions, payload.headers))
+        codec = config.compression_codec
+        if codec is not None and any(h.compression != codec for h in payload.headers):
+            try:
+                buf, batches = self._recompressed(buf, batches, codec)
+            except CorruptRecordError as exc:
+                return ProduceOutcome(ErrorCode.CORRUPT_MESSAGE, message=str(exc)[:200])
+            if any(h.size > max_bytes for _, h in batches):  # Kafka checks the rewritten size too
+                return ProduceOutcome(ErrorCode.MESSAGE_TOO_LARGE)
         check = self.producers.check_append(payload.headers)
         if check.verdict is Verdict.DUPLICATE:
             outcome = ProduceOutcome(ErrorCode.NONE, check.first_offset, check.last_offset)
         elif check.verdict is not Verdict.NEW:
             return ProduceOutcome(check.error_code, message=check.message)
         else:
-            outcome = self._append_checked(bytearray(records), list(zip(payload.positions, payload.headers)))
+            outcome = self._append_checked(buf, batches)
             if outcome.error != ErrorCode.NONE:
                 return outcome
         return self._await_isr(outcome, min_insync_replicas, deadline_ms) if acks == -1 else outcome
@@ -256,7 +281,8 @@ class Partition:
             return [ProduceOutcome(error) for _ in payloads]
         config = self.log.config
         headers = [h for _, payload in payloads for h in payload.headers]
-        if (config.compact or any(h.size > config.max_message_bytes for h in headers)
+        if (config.compact or config.compression_codec is not None or config.timestamps_bounded
+                or any(h.size > config.max_message_bytes for h in headers)
                 or sum(payload.size for _, payload in payloads) > config.segment_bytes):
             return None
         if self.producers.check_append(headers).verdict is not Verdict.NEW:
@@ -276,6 +302,21 @@ class Partition:
             offset += count
             outcomes.append(self._await_isr(outcome, min_insync_replicas, deadline_ms) if acks == -1 else outcome)
         return outcomes
+
+    def _recompressed(self, buf: bytearray, batches: list, codec: int) -> tuple[bytearray, list]:
+        """``buf``'s batches with every one in another codec rewritten in ``codec`` (the
+        topic's ``compression.type``, at its level), and their positions and headers."""
+        level = self.log.config.compression_level(codec)
+        out, rewritten = bytearray(), []
+        for pos, header in batches:
+            at = len(out)
+            if header.compression == codec:
+                out += memoryview(buf)[pos: pos + header.size]
+                rewritten.append((at, header))
+            else:
+                out += recompress(buf, pos, header, codec, level)
+                rewritten.append((at, parse_header(out, at)))
+        return out, rewritten
 
     def _append_checked(self, buf: bytearray, batches: list) -> ProduceOutcome:
         """Append batches every check has passed; the outcome, or the error the log raised.

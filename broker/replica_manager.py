@@ -80,6 +80,12 @@ def log_config_for(config: ServerConfig, topic_configs) -> LogConfig:
         "max.message.bytes": str(config["message.max.bytes"]),
         "flush.messages": str(config["log.flush.interval.messages"]),
         "message.timestamp.type": config["log.message.timestamp.type"],
+        "message.timestamp.before.max.ms": str(config["log.message.timestamp.before.max.ms"]),
+        "message.timestamp.after.max.ms": str(config["log.message.timestamp.after.max.ms"]),
+        "compression.type": config["compression.type"],
+        "compression.gzip.level": str(config["compression.gzip.level"]),
+        "compression.lz4.level": str(config["compression.lz4.level"]),
+        "compression.zstd.level": str(config["compression.zstd.level"]),
     }
     if config["log.flush.interval.ms"] is not None:
         props["flush.ms"] = str(config["log.flush.interval.ms"])

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from kraft.log.config import COMPRESSION_TYPES
 from kraft.properties import read_properties
 
 
@@ -35,6 +36,10 @@ class ConfigKey:
     default: Any = None
     required: bool = False
     validate: Callable[[Any], str | None] | None = None  # returns an error text or None
+
+
+def _in_range(low, high):
+    return lambda v: None if low <= v <= high else f"must be in [{low}, {high}]"
 
 
 def _at_least(n):
@@ -150,9 +155,15 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("leader.imbalance.per.broker.percentage", "int", 10,
        validate=lambda v: None if 0 <= v <= 100 else "must be a percentage (0-100)"),
     _K("message.max.bytes", "int", 1048588, validate=_at_least(0)),
-    _K("compression.type", "string", "producer"),
+    _K("compression.type", "string", "producer", validate=lambda v: None if v in COMPRESSION_TYPES else
+       "must be one of " + ", ".join(COMPRESSION_TYPES)),
+    _K("compression.gzip.level", "int", -1, validate=_in_range(-1, 9)),
+    _K("compression.lz4.level", "int", 9, validate=_in_range(1, 17)),
+    _K("compression.zstd.level", "int", 3, validate=_in_range(-131072, 22)),
     _K("log.message.timestamp.type", "string", "CreateTime",
        validate=lambda v: None if v in ("CreateTime", "LogAppendTime") else "must be CreateTime or LogAppendTime"),
+    _K("log.message.timestamp.before.max.ms", "int", 2**63 - 1, validate=_at_least(0)),
+    _K("log.message.timestamp.after.max.ms", "int", 2**63 - 1, validate=_at_least(0)),
     # Log
     _K("log.segment.bytes", "int", 1073741824, validate=_at_least(14)),
     _K("log.roll.ms", "int", None),

@@ -160,3 +160,13 @@ def led_elsewhere(cluster: LocalCluster, topic: str, indexes, gone: int) -> bool
     (one the answering broker does not list, as around a failover, has none yet)."""
     now = partitions_of(cluster, topic)
     return all(now.get(i, {}).get("leader_id", -1) not in (gone, -1) for i in indexes)
+
+
+def alter_config(cluster, resource_type: int, name: str, key: str, value: str | None) -> None:
+    """IncrementalAlterConfigs through broker 1: SET ``key`` (DELETE it when ``value`` is None)."""
+    node = cluster.nodes[1]
+    resp = request(node.host, node.broker_port, "IncrementalAlterConfigs", 1, {"resources": [
+        {"resource_type": resource_type, "resource_name": name, "configs": [
+            {"name": key, "config_operation": 0 if value is not None else 1, "value": value}]}],
+        "validate_only": False})
+    assert resp["responses"][0]["error_code"] == 0, resp

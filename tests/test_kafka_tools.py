@@ -11,7 +11,14 @@ import uuid
 
 import pytest
 
-from cluster_helpers import create_led_topic, fast_overrides, partitions_of, request, start_cluster, wait_until
+from cluster_helpers import (
+    alter_config,
+    create_led_topic,
+    fast_overrides,
+    request,
+    start_cluster,
+    wait_until,
+)
 from kafka_helpers import kafka_libs, run_tool
 from kraft.local_cluster import LocalCluster
 from kraft.protocol.error_codes import ErrorCode
@@ -30,16 +37,6 @@ def cluster(tmp_path_factory):
 def ok(result) -> str:
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
     return result.stdout
-
-
-def alter_config(cluster, resource_type: int, name: str, key: str, value: str | None) -> None:
-    """IncrementalAlterConfigs through broker 1: SET ``key`` (DELETE it when ``value`` is None)."""
-    node = cluster.nodes[1]
-    resp = request(node.host, node.broker_port, "IncrementalAlterConfigs", 1, {"resources": [
-        {"resource_type": resource_type, "resource_name": name, "configs": [
-            {"name": key, "config_operation": 0 if value is not None else 1, "value": value}]}],
-        "validate_only": False})
-    assert resp["responses"][0]["error_code"] == 0, resp
 
 
 def controllers(cluster) -> str:
@@ -313,63 +310,3 @@ def test_a_dynamic_broker_log_default_applies_to_topics_under_their_own_override
     finally:
         alter_config(cluster, 2, topic, "max.message.bytes", None)
         alter_config(cluster, 4, "", "message.max.bytes", None)
-
-
-def test_log_append_time_topics_are_stamped_by_the_leader(cluster):
-    """message.timestamp.type=LogAppendTime (a topic's, or the brokers' dynamic default):
-    the leader stamps each batch with its append time, which consumers read as the
-    records' timestamp (type LogAppendTime) and the producer gets in its answer; a
-    CreateTime topic keeps the producer's timestamp.  Before, kraft ignored the key."""
-    import time
-
-    from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer
-
-    create_led_topic(cluster, "stamped-by-topic", 1, 3)
-    create_led_topic(cluster, "stamped-by-default", 1, 3)
-    create_led_topic(cluster, "create-time", 1, 3)
-
-    def timestamp_type(topic: str) -> str:
-        leader = cluster.nodes[partitions_of(cluster, topic)[0]["leader_id"]]
-        resp = request(leader.host, leader.broker_port, "DescribeConfigs", 4, {"resources": [
-            {"resource_type": 2, "resource_name": topic, "configuration_keys": ["message.timestamp.type"]}],
-            "include_synonyms": False, "include_documentation": False})
-        return resp["results"][0]["configs"][0]["value"]
-
-    alter_config(cluster, 2, "stamped-by-topic", "message.timestamp.type", "LogAppendTime")
-    alter_config(cluster, 2, "create-time", "message.timestamp.type", "CreateTime")  # the topic's own beats the default
-    alter_config(cluster, 4, "", "log.message.timestamp.type", "LogAppendTime")
-    try:
-        for topic, want in (("stamped-by-topic", "LogAppendTime"), ("stamped-by-default", "LogAppendTime"),
-                            ("create-time", "CreateTime")):
-            wait_until(lambda: timestamp_type(topic) == want, what=f"{topic} is {want} on its leader")
-        old = 1_000_000_000_000  # 2001: a producer's timestamp no broker clock is near
-        delivered = {}
-        p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 0})
-        before = int(time.time() * 1000)
-        for topic in ("stamped-by-topic", "stamped-by-default", "create-time"):
-            p.produce(topic, b"v", timestamp=old,
-                      on_delivery=lambda err, msg: delivered.__setitem__(msg.topic(), (err, msg.timestamp())))
-        p.flush(30)
-        after = int(time.time() * 1000)
-        for topic in ("stamped-by-topic", "stamped-by-default"):
-            err, (kind, ts) = delivered[topic]
-            assert err is None and kind == TIMESTAMP_LOG_APPEND_TIME and before - 1000 <= ts <= after + 1000, (
-                topic, delivered[topic])
-        assert delivered["create-time"][0] is None
-        consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "stamp-reader",
-                             "auto.offset.reset": "earliest"})
-        try:
-            consumer.subscribe(["stamped-by-topic", "stamped-by-default", "create-time"])
-            seen, deadline = {}, time.monotonic() + 30
-            while len(seen) < 3 and time.monotonic() < deadline:
-                msg = consumer.poll(0.5)
-                if msg is not None and msg.error() is None:
-                    seen[msg.topic()] = msg.timestamp()
-        finally:
-            consumer.close()
-        assert seen["create-time"] == (TIMESTAMP_CREATE_TIME, old)
-        for topic in ("stamped-by-topic", "stamped-by-default"):
-            kind, ts = seen[topic]
-            assert kind == TIMESTAMP_LOG_APPEND_TIME and ts == delivered[topic][1][1], (topic, seen[topic])
-    finally:
-        alter_config(cluster, 4, "", "log.message.timestamp.type", None)

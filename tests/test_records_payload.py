@@ -1,6 +1,7 @@
 """kraft.records.payload (and the header primitives under it): the broker's hot path
 validates produce payloads and assigns offsets without decoding records."""
 
+import random
 import struct
 
 import pytest
@@ -20,6 +21,8 @@ from kraft.records import (
     decode_batches,
     iter_batches,
     make_control_batch,
+    parse_header,
+    recompress,
     set_log_append_time,
     validate_payload,
 )
@@ -121,3 +124,40 @@ def test_assign_offsets_refuses_a_truncated_payload():
     buf = bytearray(payload(1, 1))
     with pytest.raises(TruncatedBatchError):
         assign_offsets(buf[:-1], 0, 0)
+
+
+@pytest.mark.parametrize("source", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("target", [0, 1, 2, 3, 4])
+def test_recompress_rewrites_the_codec_and_keeps_every_record_and_producer_field(source, target):
+    """A topic's compression.type: the leader writes a client batch in the topic's codec."""
+    records = tuple(Record(i, 1000 + 7 * i, b"k%d" % i, b"value %d " % i * 20, (("h", b"%d" % i),))
+                    for i in range(12))
+    original = RecordBatch(records=records, compression=source, producer_id=77, producer_epoch=3,
+                           base_sequence=40, is_transactional=True).encode()
+    rewritten = recompress(original, 0, parse_header(original), target, level=None)
+    (summary_header,) = validate_payload(rewritten).headers  # a whole batch, its CRC right
+    (before,), (after,) = decode_batches(original), decode_batches(rewritten)
+    assert summary_header.compression == after.compression == target
+    assert after.records == before.records
+    for field in ("producer_id", "producer_epoch", "base_sequence", "is_transactional", "base_timestamp",
+                  "max_timestamp", "last_offset_delta", "timestamp_type"):
+        assert getattr(after, field) == getattr(before, field), field
+    if target == 0:
+        assert len(rewritten) > len(original) or source == 0
+
+
+@pytest.mark.parametrize("codec, fast_level, best_level", [(ZSTD, 1, 19), (GZIP, 1, 9)])
+def test_recompress_takes_the_level(codec, fast_level, best_level):
+    rng = random.Random(1)
+    words = [bytes(rng.choice(b"abcdefghij") for _ in range(rng.randint(2, 9))) for _ in range(300)]
+    data = build_batch([(None, b" ".join(rng.choice(words) for _ in range(3000)))], timestamp=1)
+    fast, best = (recompress(data, 0, parse_header(data), codec, level=lvl) for lvl in (fast_level, best_level))
+    assert decode_batches(fast)[0].records == decode_batches(best)[0].records
+    assert len(best) < len(fast)
+
+
+def test_recompress_reads_the_batch_at_its_position():
+    first, second = payload(2, codec=GZIP), payload(3, codec=0)
+    buf = first + second
+    out = recompress(buf, len(first), parse_header(buf, len(first)), ZSTD)
+    assert decode_batches(out)[0].records == decode_batches(second)[0].records

@@ -25,11 +25,9 @@ INT64_MAX = 2**63 - 1
 # Topic-level keys Kafka accepts that the log itself does not act on.  They are legal in a
 # topic's configuration, so a caller may pass the whole configuration through.
 _OTHER_TOPIC_KEYS = frozenset({
-    "compression.type", "compression.gzip.level", "compression.lz4.level",
-    "compression.zstd.level", "follower.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
     "leader.replication.throttled.replicas", "local.retention.bytes", "local.retention.ms",
     "message.downconversion.enable", "message.format.version",
-    "message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
     "message.timestamp.difference.max.ms",
     "min.insync.replicas", "preallocate",
     "remote.storage.enable", "remote.log.copy.disable", "remote.log.delete.on.disable",
@@ -38,6 +36,9 @@ _OTHER_TOPIC_KEYS = frozenset({
 
 
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+# compression.type: what a leader writes client batches in ("producer": as they came).
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+_CODEC_IDS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}  # the attributes' bits
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +68,24 @@ class LogConfig:
     # LogAppendTime: a leader stamps each client batch with its append time (the batch's
     # max timestamp, with the timestamp-type attribute bit) before writing it.
     message_timestamp_type: str = "CreateTime"
+    # A CreateTime record more than this far behind or ahead of the leader's clock is
+    # refused (INVALID_TIMESTAMP); the defaults bound nothing.
+    message_timestamp_before_max_ms: int = INT64_MAX
+    message_timestamp_after_max_ms: int = INT64_MAX
+    # Not "producer": a leader rewrites each client batch in another codec in this one (at
+    # its level: gzip's -1 is zlib's default, 6), as Kafka does; the records are not read.
+    compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
 
     def __post_init__(self) -> None:
         if self.message_timestamp_type not in TIMESTAMP_TYPES:
             raise LogConfigError(f"invalid value {self.message_timestamp_type!r} for message.timestamp.type: "
                                  f"must be one of {', '.join(TIMESTAMP_TYPES)}")
+        if self.compression_type not in COMPRESSION_TYPES:
+            raise LogConfigError(f"invalid value {self.compression_type!r} for compression.type: "
+                                 f"must be one of {', '.join(COMPRESSION_TYPES)}")
         object.__setattr__(self, "cleanup_policy", _parse_policy(self.cleanup_policy))
         ratio = self.min_cleanable_dirty_ratio
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio <= 1:
@@ -108,8 +122,8 @@ class LogConfig:
                 values["cleanup_policy"] = _parse_policy(raw)
             elif key == "min.cleanable.dirty.ratio":
                 values["min_cleanable_dirty_ratio"] = _parse_ratio(raw)
-            elif key == "message.timestamp.type":
-                values["message_timestamp_type"] = str(raw).strip()
+            elif key in ("message.timestamp.type", "compression.type"):
+                values[known[key]] = str(raw).strip()
             else:
                 values[known[key]] = _parse_int(key, raw)
         return cls(**values)
@@ -121,6 +135,28 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def compression_codec(self) -> int | None:
+        """The codec id client batches are written in; None: each as its producer sent it."""
+        return _CODEC_IDS.get(self.compression_type)
+
+    def compression_level(self, codec: int) -> int | None:
+        """The topic's level for ``codec`` (None: the codec has none)."""
+        return {1: self.compression_gzip_level, 3: self.compression_lz4_level,
+                4: self.compression_zstd_level}.get(codec)
+
+    @property
+    def timestamps_bounded(self) -> bool:
+        """Whether a CreateTime record's timestamp is checked (see ``timestamp_bounds``)."""
+        return self.message_timestamp_before_max_ms != INT64_MAX or self.message_timestamp_after_max_ms != INT64_MAX
+
+    def timestamp_bounds(self, now_ms: int) -> tuple[int | None, int | None]:
+        """The range a CreateTime record's timestamp must be in at ``now_ms`` (None: that
+        side is unbounded, as with the defaults)."""
+        before, after = self.message_timestamp_before_max_ms, self.message_timestamp_after_max_ms
+        return (None if before == INT64_MAX else now_ms - before,
+                None if after == INT64_MAX else now_ms + after)
 
     @property
     def compact(self) -> bool:
@@ -155,6 +191,11 @@ _RANGES = {
     "delete_retention_ms": (0, INT64_MAX),
     "min_compaction_lag_ms": (0, INT64_MAX),
     "max_compaction_lag_ms": (1, INT64_MAX),
+    "message_timestamp_before_max_ms": (0, INT64_MAX),
+    "message_timestamp_after_max_ms": (0, INT64_MAX),
+    "compression_gzip_level": (-1, 9),
+    "compression_lz4_level": (1, 17),
+    "compression_zstd_level": (-131072, 22),
 }
 _POLICIES = ("delete", "compact")
 

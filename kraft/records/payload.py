@@ -17,11 +17,15 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from kraft.records.compression import NONE, compress, decompress
 from kraft.records.errors import InvalidRecordError, TruncatedBatchError
 from kraft.records.header import (
     ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
     CONTROL_FLAG,
     CRC_OFFSET,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     compute_crc,
@@ -33,7 +37,9 @@ from kraft.records.header import (
     verify_crc,
 )
 
+_BATCH_LENGTH_OFFSET = 8
 _MAX_TIMESTAMP_OFFSET = 35
+_INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
@@ -119,6 +125,28 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -
     _INT16.pack_into(buf, pos + ATTRIBUTES_OFFSET, header.attributes | TIMESTAMP_TYPE_MASK)
     _INT64.pack_into(buf, pos + _MAX_TIMESTAMP_OFFSET, timestamp)
     _UINT32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, header.size))
+
+
+def recompress(buf, pos: int, header: BatchHeader, codec: int, level: int | None = None) -> bytearray:
+    """The batch at ``pos`` with its records section in ``codec`` (at ``level``; None: the
+    codec's default), as a topic's ``compression.type`` asks of a leader.  A v2 batch
+    compresses the concatenation of its records, so their bytes are kept as they are; the
+    codec bits of the attributes, the batch length and the CRC are written anew, every
+    other header field (offsets, timestamps, the producer's id, epoch and sequence, the
+    transactional flag) is the producer's.
+
+    Raises:
+        CorruptRecordError: (as its subclasses) the records section does not decompress.
+    """
+    section = memoryview(buf)[pos + HEADER_SIZE: pos + header.size]
+    if header.compression != NONE:
+        section = decompress(header.compression, section)
+    out = bytearray(memoryview(buf)[pos: pos + HEADER_SIZE])
+    out += compress(codec, section, level=level)
+    _INT32.pack_into(out, _BATCH_LENGTH_OFFSET, len(out) - LOG_OVERHEAD)
+    _INT16.pack_into(out, ATTRIBUTES_OFFSET, (header.attributes & ~COMPRESSION_MASK) | codec)
+    _UINT32.pack_into(out, CRC_OFFSET, compute_crc(out, 0, len(out)))
+    return out
 
 
 def assign_offsets(

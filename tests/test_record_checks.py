@@ -1,4 +1,5 @@
-"""kraft.records.keys: finding a record without a key (compacted topics refuse them)."""
+"""kraft.records.record_checks: finding a record without a key (compacted topics refuse them)
+and a timestamp out of bounds."""
 
 import pytest
 
@@ -14,6 +15,7 @@ from kraft.records import (
     RecordBatch,
     build_batch,
     find_null_key,
+    find_timestamp_out_of_range,
     has_null_key,
     make_control_batch,
 )
@@ -93,3 +95,35 @@ def test_decompression_limit():
     data = build_batch([(b"k", b"v" * 10_000)], timestamp=1, compression=ZSTD)
     with pytest.raises(CorruptRecordError):
         find_null_key(data, max_output_bytes=1000)
+
+
+def _timestamped(timestamps, codec=NONE, **kw):
+    records = tuple(Record(i, ts, b"k", b"v") for i, ts in enumerate(timestamps))
+    return RecordBatch(records=records, compression=codec, **kw).encode()
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_timestamp_out_of_bounds_is_found_at_its_index(codec):
+    data = _timestamped([1000, 1500, 9000, 1200], codec)
+    assert find_timestamp_out_of_range(data, None, 5000) == (2, 9000)
+    assert find_timestamp_out_of_range(data, 1100, None) == (0, 1000)
+    assert find_timestamp_out_of_range(data, 1000, 9000) is None
+    assert find_timestamp_out_of_range(data, None, None) is None
+
+
+def test_a_record_older_than_its_first_is_found_though_the_header_looks_in_bounds():
+    """The first record's timestamp is the batch's base; a later delta may be negative."""
+    data = _timestamped([5000, 3000, 6000])
+    assert find_timestamp_out_of_range(data, 4000, 7000) == (1, 3000)
+
+
+def test_timestamps_counted_across_batches_and_records_without_one_skipped():
+    first = _timestamped([100, 200], GZIP)
+    second = _timestamped([-1, 900])
+    assert find_timestamp_out_of_range(first + second, 50, 500) == (3, 900)
+    assert find_timestamp_out_of_range(second, 0, 1000) is None  # -1: no timestamp
+
+
+def test_log_append_time_batches_carry_no_producer_timestamps_to_check():
+    data = _timestamped([1, 2], timestamp_type=1, max_timestamp=5000)
+    assert find_timestamp_out_of_range(data, 100, 200) is None

@@ -1,0 +1,202 @@
+"""Topic configs that change what a leader writes or accepts, with real clients against a
+3-node cluster: ``message.timestamp.type`` (LogAppendTime stamps), ``compression.type``
+(client batches rewritten in the topic's codec) and ``message.timestamp.before/after.max.ms``
+(records outside them refused), each as a topic's own config or the brokers' dynamic
+default, as in Kafka."""
+
+import time
+
+import pytest
+
+from cluster_helpers import alter_config, create_led_topic, fast_overrides, partitions_of, request, start_cluster, \
+    wait_until
+from kraft.local_cluster import LocalCluster
+from kraft.records import iter_batches
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = LocalCluster(tmp_path_factory.mktemp("write-configs"), controllers=3, brokers=0,
+                     overrides=fast_overrides())
+    try:
+        yield start_cluster(c)
+    finally:
+        c.stop_all()
+
+
+def described(cluster, topic: str, key: str) -> str:
+    """``key`` of ``topic`` as its leader describes it."""
+    leader = cluster.nodes[partitions_of(cluster, topic)[0]["leader_id"]]
+    resp = request(leader.host, leader.broker_port, "DescribeConfigs", 4, {"resources": [
+        {"resource_type": 2, "resource_name": topic, "configuration_keys": [key]}],
+        "include_synonyms": False, "include_documentation": False})
+    return resp["results"][0]["configs"][0]["value"]
+
+
+def test_log_append_time_topics_are_stamped_by_the_leader(cluster):
+    """message.timestamp.type=LogAppendTime (a topic's, or the brokers' dynamic default):
+    the leader stamps each batch with its append time, which consumers read as the
+    records' timestamp (type LogAppendTime) and the producer gets in its answer; a
+    CreateTime topic keeps the producer's timestamp.  Before, kraft ignored the key."""
+    from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer
+
+    create_led_topic(cluster, "stamped-by-topic", 1, 3)
+    create_led_topic(cluster, "stamped-by-default", 1, 3)
+    create_led_topic(cluster, "create-time", 1, 3)
+
+    alter_config(cluster, 2, "stamped-by-topic", "message.timestamp.type", "LogAppendTime")
+    alter_config(cluster, 2, "create-time", "message.timestamp.type", "CreateTime")  # the topic's own beats the default
+    alter_config(cluster, 4, "", "log.message.timestamp.type", "LogAppendTime")
+    try:
+        for topic, want in (("stamped-by-topic", "LogAppendTime"), ("stamped-by-default", "LogAppendTime"),
+                            ("create-time", "CreateTime")):
+            wait_until(lambda: described(cluster, topic, "message.timestamp.type") == want,
+                       what=f"{topic} is {want} on its leader")
+        old = 1_000_000_000_000  # 2001: a producer's timestamp no broker clock is near
+        delivered = {}
+        p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 0})
+        before = int(time.time() * 1000)
+        for topic in ("stamped-by-topic", "stamped-by-default", "create-time"):
+            p.produce(topic, b"v", timestamp=old,
+                      on_delivery=lambda err, msg: delivered.__setitem__(msg.topic(), (err, msg.timestamp())))
+        p.flush(30)
+        after = int(time.time() * 1000)
+        for topic in ("stamped-by-topic", "stamped-by-default"):
+            err, (kind, ts) = delivered[topic]
+            assert err is None and kind == TIMESTAMP_LOG_APPEND_TIME and before - 1000 <= ts <= after + 1000, (
+                topic, delivered[topic])
+        assert delivered["create-time"][0] is None
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "stamp-reader",
+                             "auto.offset.reset": "earliest"})
+        try:
+            consumer.subscribe(["stamped-by-topic", "stamped-by-default", "create-time"])
+            seen, deadline = {}, time.monotonic() + 30
+            while len(seen) < 3 and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    seen[msg.topic()] = msg.timestamp()
+        finally:
+            consumer.close()
+        assert seen["create-time"] == (TIMESTAMP_CREATE_TIME, old)
+        for topic in ("stamped-by-topic", "stamped-by-default"):
+            kind, ts = seen[topic]
+            assert kind == TIMESTAMP_LOG_APPEND_TIME and ts == delivered[topic][1][1], (topic, seen[topic])
+    finally:
+        alter_config(cluster, 4, "", "log.message.timestamp.type", None)
+
+
+def stored_codecs(cluster, topic: str) -> dict[int, list[int]]:
+    """Node id -> the codec of each data batch in ``topic``'s partition 0, read from the
+    segment files on that node's disk."""
+    out = {}
+    for node_id, node in cluster.nodes.items():
+        codecs = []
+        for path in sorted((node.data_dir / f"{topic}-0").glob("*.log")):
+            data = path.read_bytes()
+            codecs += [h.compression for _, h in iter_batches(data, check_crc=True) if not h.is_control]
+        out[node_id] = codecs
+    return out
+
+
+def test_compression_type_rewrites_client_batches_in_the_topics_codec(cluster):
+    """compression.type other than ``producer`` (a topic's, or the brokers' dynamic
+    default): the leader writes each client batch in that codec, whatever the producer
+    used, at the topic's level; the replicas hold the same batches, consumers read every
+    record.  ``producer`` keeps each batch as it came.  Before, kraft stored every batch as
+    its producer compressed it."""
+    from confluent_kafka import Consumer, Producer
+
+    topics = {"in-zstd": 4, "in-lz4-by-default": 3, "uncompressed-topic": 0, "as-produced": None}
+    for topic in topics:
+        create_led_topic(cluster, topic, 1, 3)
+    alter_config(cluster, 2, "in-zstd", "compression.type", "zstd")
+    alter_config(cluster, 2, "in-zstd", "compression.zstd.level", "9")
+    alter_config(cluster, 2, "uncompressed-topic", "compression.type", "uncompressed")
+    alter_config(cluster, 2, "as-produced", "compression.type", "producer")
+    alter_config(cluster, 4, "", "compression.type", "lz4")
+    try:
+        for topic, want in (("in-zstd", "zstd"), ("in-lz4-by-default", "lz4"),
+                            ("uncompressed-topic", "uncompressed"), ("as-produced", "producer")):
+            wait_until(lambda: described(cluster, topic, "compression.type") == want,
+                       what=f"{topic}'s leader sees compression.type={want}")
+        values = [b"record %d " % i * 30 for i in range(20)]
+        for codec, idempotent in (("gzip", True), ("none", False), ("snappy", False)):
+            p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "compression.type": codec,
+                          "enable.idempotence": idempotent, "linger.ms": 5})
+            failed = []
+            for topic in topics:
+                for v in values:
+                    p.produce(topic, v, on_delivery=lambda err, msg: err is not None and failed.append(err))
+            assert p.flush(30) == 0 and not failed, failed
+    finally:
+        alter_config(cluster, 4, "", "compression.type", None)
+
+    as_sent = {"gzip": 1, "none": 0, "snappy": 2}
+    for topic, codec in topics.items():
+        def replicated():
+            stored = stored_codecs(cluster, topic)
+            return len({tuple(c) for c in stored.values()}) == 1 and stored[1] and stored
+        stored = wait_until(replicated, what=f"{topic}'s batches on every replica")[1]
+        if codec is None:
+            assert set(stored) == set(as_sent.values()), (topic, stored)
+        else:
+            assert set(stored) == {codec}, (topic, stored)
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "codec-reader",
+                         "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe(list(topics))
+        read, deadline = {t: [] for t in topics}, time.monotonic() + 30
+        while sum(map(len, read.values())) < 60 * len(topics) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                read[msg.topic()].append(msg.value())
+    finally:
+        consumer.close()
+    for topic in topics:
+        assert read[topic] == values * 3, topic
+
+
+def test_records_outside_the_timestamp_bounds_are_refused(cluster):
+    """message.timestamp.before.max.ms / after.max.ms: a CreateTime record further behind or
+    ahead of the leader's clock is refused with INVALID_TIMESTAMP (the producer's delivery
+    fails) and not written; records within them, and any record on a topic that sets no
+    bounds (Kafka's defaults), are written.  Before, kraft stored the bounds and checked
+    nothing."""
+    from confluent_kafka import Consumer, KafkaError, Producer
+
+    create_led_topic(cluster, "bounded", 1, 3)
+    create_led_topic(cluster, "unbounded", 1, 3)
+    alter_config(cluster, 2, "bounded", "message.timestamp.after.max.ms", "60000")
+    alter_config(cluster, 2, "bounded", "message.timestamp.before.max.ms", "3600000")
+    wait_until(lambda: described(cluster, "bounded", "message.timestamp.before.max.ms") == "3600000",
+               what="the bounds seen by the leader")
+    hour = 3_600_000
+    now = int(time.time() * 1000)
+    sent = {"future": now + hour, "past": now - 2 * hour, "now": now, "a minute ago": now - 60_000}
+    outcome = {}
+    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 0, "retries": 0})
+    for topic in ("bounded", "unbounded"):
+        for name, ts in sent.items():  # a batch each: a refused record fails its whole batch
+            p.produce(topic, name.encode(), timestamp=ts,
+                      on_delivery=lambda err, msg: outcome.__setitem__((msg.topic(), msg.value().decode()),
+                                                                       None if err is None else err.code()))
+            assert p.flush(30) == 0
+    assert outcome == {**{("bounded", name): None for name in ("now", "a minute ago")},
+                       ("bounded", "future"): KafkaError.INVALID_TIMESTAMP,
+                       ("bounded", "past"): KafkaError.INVALID_TIMESTAMP,
+                       **{("unbounded", name): None for name in sent}}, outcome
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "bounds-reader",
+                         "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe(["bounded", "unbounded"])
+        read, deadline = [], time.monotonic() + 30
+        while len(read) < 6 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                read.append((msg.topic(), msg.value().decode(), msg.timestamp()[1]))
+    finally:
+        consumer.close()
+    assert sorted(read) == sorted([("bounded", "now", now), ("bounded", "a minute ago", now - 60_000)]
+                                  + [("unbounded", name, ts) for name, ts in sent.items()])
