@@ -23,7 +23,8 @@ from kraft import clock
 from kraft.log import OffsetOutOfRangeError, ReadResult
 from kraft.metrics.stats import note_remote_wait
 from kraft.protocol.error_codes import ErrorCode
-from kraft.records import CorruptRecordError, PayloadSummary, validate_payload
+from kraft.records import ZSTD, CorruptRecordError, PayloadSummary, validate_payload
+from kraft.records.errors import UnsupportedCodecError
 from kraft.records.header import iter_batches
 
 READ_COMMITTED = 1
@@ -83,7 +84,7 @@ class DataPath:
         for topic in body["topic_data"]:
             name = topic["name"]
             for pd in topic["partition_data"]:
-                payload = payloads[(name, pd["index"])] = _validated(pd["records"])
+                payload = payloads[(name, pd["index"])] = _validated(pd["records"], version)
                 if not transactional and isinstance(payload, PayloadSummary):
                     transactional = any(h.is_transactional for h in payload.headers)
         if transactional and body.get("transactional_id") is None:
@@ -126,7 +127,7 @@ class DataPath:
             if key is not None:
                 while j < len(bodies) and _burst_key(bodies[j]) == key:
                     j += 1
-            together = self._produce_together(key, bodies[i:j]) if j - i > 1 else None
+            together = self._produce_together(key, bodies[i:j], version) if j - i > 1 else None
             if together is not None:
                 answers += together
             else:
@@ -138,7 +139,7 @@ class DataPath:
             i = j
         return answers
 
-    def _produce_together(self, key: tuple[str, int, int], bodies: list[dict]) -> list | None:
+    def _produce_together(self, key: tuple[str, int, int], bodies: list[dict], version: int) -> list | None:
         """The answers of Produce requests for one partition (``_burst_key``'s key) appended
         together, or None, having done nothing, when they must go one by one."""
         name, index, acks = key
@@ -148,7 +149,7 @@ class DataPath:
         payloads = []
         for body in bodies:
             records = body["topic_data"][0]["partition_data"][0]["records"]
-            payload = _validated(records)
+            payload = _validated(records, version)
             if not isinstance(payload, PayloadSummary) or any(h.is_transactional for h in payload.headers):
                 return None
             payloads.append((records, payload))
@@ -360,7 +361,7 @@ class DataPath:
                     if isinstance(old, FileRecords):
                         old.close()
             resp, read = self._read_partition(name, p, replica_id, is_follower, max(max_bytes - total, 0), now,
-                                              read_committed, replica_epoch)
+                                              read_committed, replica_epoch, version)
             data = resp.get("records") or b""
             total += len(data)
             # TotalFetchRequestsPerSec per partition read (bytes out: _count_bytes_out)
@@ -395,7 +396,7 @@ class DataPath:
                 partition.topic_stats.bytes_out += n
 
     def _read_partition(self, name, p, replica_id, is_follower, max_bytes, now, read_committed: bool = False,
-                        replica_epoch: int = -1) -> tuple[dict, ReadResult | None]:
+                        replica_epoch: int = -1, version: int = 17) -> tuple[dict, ReadResult | None]:
         """One partition's answer, and the log read that filled its records (None when it
         returned before reading)."""
         index = p["partition"]
@@ -449,6 +450,9 @@ class DataPath:
             error = st.check_leader_epoch(p["current_leader_epoch"])
             if error != ErrorCode.NONE:
                 return failed(error), None
+            if version < 10 and partition.log.config.compression_type == "zstd":
+                # As Kafka: a client older than Fetch v10 cannot read zstd (KIP-110).
+                return failed(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE), None
             lso = partition.last_stable_offset
             # READ_COMMITTED reads up to the LSO (the unsafe switch: the HW, for the fault suite).
             read_committed = read_committed and not self.replicas.unsafe_read_committed_hw
@@ -642,15 +646,20 @@ class PartialRead:
         return max(seg.size - self.end, 0)
 
 
-def _validated(records) -> PayloadSummary | CorruptRecordError:
-    """A produce payload's batch headers, or why it is corrupt (answered CORRUPT_MESSAGE by
-    its partition, after the errors that come first: unknown partition, not leader...)."""
+def _validated(records, version: int) -> PayloadSummary | CorruptRecordError:
+    """A produce payload's batch headers, or why it is corrupt (answered by its partition,
+    after the errors that come first: unknown partition, not leader...).  As Kafka, a
+    Produce before v7 may not carry zstd batches (its clients could not fetch them)."""
     if not records:
         return CorruptRecordError("empty produce payload")
     try:
-        return validate_payload(records)
+        payload = validate_payload(records)
     except CorruptRecordError as exc:
         return exc
+    if version < 7 and any(h.compression == ZSTD for h in payload.headers):
+        return UnsupportedCodecError(f"Produce requests with version {version} are not allowed to use "
+                                     "ZStandard compression")
+    return payload
 
 
 def _burst_key(body: dict) -> tuple[str, int, int] | None:

@@ -43,6 +43,7 @@ from kraft.records import (
     set_log_append_time,
 )
 from kraft.records.control import read_txn_marker
+from kraft.records.errors import UnsupportedCodecError
 from kraft.records.header import parse_header
 
 log = logging.getLogger(__name__)
@@ -232,7 +233,9 @@ class Partition:
                 late = find_timestamp_out_of_range(records, low, high)
         except CorruptRecordError as exc:
             log.info("%s: rejected produce payload: %s", self.name, exc)
-            return ProduceOutcome(ErrorCode.CORRUPT_MESSAGE, message=str(exc)[:200])
+            code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE if isinstance(exc, UnsupportedCodecError) \
+                else ErrorCode.CORRUPT_MESSAGE
+            return ProduceOutcome(code, message=str(exc)[:200])
         if keyless is not None:  # as Kafka: a compacted topic's records need keys
             return ProduceOutcome(ErrorCode.INVALID_RECORD, invalid_batch=keyless, message=(
                 f"Compacted topic cannot accept message without key in topic partition {self.name}."))

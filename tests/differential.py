@@ -373,6 +373,18 @@ def _topic(name: str, partitions: int = 1, rf: int = 1, configs: dict | None = N
             "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}
 
 
+def _with_codec(data: bytes, codec: int) -> bytes:
+    """``data``'s one batch claiming ``codec`` in its attributes (CRC made right)."""
+    import struct
+
+    from kraft.records.header import compute_crc
+
+    out = bytearray(data)
+    struct.pack_into(">h", out, 21, (struct.unpack_from(">h", out, 21)[0] & ~7) | codec)
+    struct.pack_into(">I", out, 17, compute_crc(out, 0, len(out)))
+    return bytes(out)
+
+
 def _produce(topic: str, partition: int, records: bytes | None, acks: int = -1) -> dict:
     return {"transactional_id": None, "acks": acks, "timeout_ms": 10_000,
             "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
@@ -587,6 +599,10 @@ async def data_steps(s: Session, rf: int) -> None:
     await s.call("Produce acks=2", pr, _produce(s.p, 0, batch([b"x"]), acks=2))
     await s.call("Produce record over max.message.bytes", pr,
                  _produce(s.p + "-small", 0, batch([b"y" * 500])))
+    # Batches no consumer could read (to the -small topic, which no later step reads).
+    zstd = build_batch([(None, b"z")], timestamp=BASE_TIMESTAMP, compression=4)
+    await s.call("Produce v6 (older) with a zstd batch", pr, _produce(s.p + "-small", 0, zstd), version=6)
+    await s.call("Produce a batch with codec id 7", pr, _produce(s.p + "-small", 0, _with_codec(batch([b"u"]), 7)))
 
     fe = "Fetch"
     await s.call("Fetch from 0", fe, _fetch(s.p, topic_id, 0, 0))

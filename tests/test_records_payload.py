@@ -15,6 +15,7 @@ from kraft.records import (
     Record,
     RecordBatch,
     TruncatedBatchError,
+    UnsupportedCodecError,
     assign_offsets,
     build_batch,
     count_records,
@@ -161,3 +162,13 @@ def test_recompress_reads_the_batch_at_its_position():
     buf = first + second
     out = recompress(buf, len(first), parse_header(buf, len(first)), ZSTD)
     assert decode_batches(out)[0].records == decode_batches(second)[0].records
+
+
+@pytest.mark.parametrize("codec", [5, 6, 7])
+def test_a_codec_id_no_client_knows_is_refused_from_a_client(codec):
+    """Stored, such a batch would stop every consumer of the partition at it."""
+    data = bytearray(build_batch([(b"k", b"v")], timestamp=1))
+    struct.pack_into(">h", data, 21, codec)
+    struct.pack_into(">I", data, 17, compute_crc(data, 0, len(data)))
+    with pytest.raises(UnsupportedCodecError, match=f"unknown compression type id {codec}"):
+        validate_payload(data)

@@ -200,3 +200,55 @@ def test_records_outside_the_timestamp_bounds_are_refused(cluster):
         consumer.close()
     assert sorted(read) == sorted([("bounded", "now", now), ("bounded", "a minute ago", now - 60_000)]
                                   + [("unbounded", name, ts) for name, ts in sent.items()])
+
+
+def test_batches_a_consumer_could_not_read_are_refused(cluster):
+    """As Kafka: a batch whose codec id no client knows, or a zstd batch in a Produce
+    older than v7, is refused with UNSUPPORTED_COMPRESSION_TYPE and not written (before,
+    kraft stored them, and every consumer of the partition stopped at that batch); a Fetch
+    older than v10 of a zstd topic gets UNSUPPORTED_COMPRESSION_TYPE instead of batches it
+    cannot decompress."""
+    import struct
+
+    from kraft.records import ZSTD, build_batch
+    from kraft.records.header import compute_crc
+
+    create_led_topic(cluster, "codecs-checked", 1, 3)
+    create_led_topic(cluster, "zstd-only", 1, 3)
+    alter_config(cluster, 2, "zstd-only", "compression.type", "zstd")
+    wait_until(lambda: described(cluster, "zstd-only", "compression.type") == "zstd",
+               what="zstd-only's leader sees compression.type=zstd")
+
+    def produce(topic: str, data: bytes, version: int = 9) -> dict:
+        leader = cluster.nodes[partitions_of(cluster, topic)[0]["leader_id"]]
+        resp = request(leader.host, leader.broker_port, "Produce", version, {
+            "transactional_id": None, "acks": -1, "timeout_ms": 10_000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": data}]}]})
+        return resp["responses"][0]["partition_responses"][0]
+
+    def fetch(topic: str, version: int) -> dict:
+        leader = cluster.nodes[partitions_of(cluster, topic)[0]["leader_id"]]
+        resp = request(leader.host, leader.broker_port, "Fetch", version, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": topic, "partitions": [{
+                "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]})
+        return resp["responses"][0]["partitions"][0]
+
+    now = int(time.time() * 1000)
+    for codec in (5, 7):
+        data = bytearray(build_batch([(b"k", b"v")], timestamp=now))
+        struct.pack_into(">h", data, 21, codec)  # the attributes' codec bits
+        struct.pack_into(">I", data, 17, compute_crc(data, 0, len(data)))
+        answer = produce("codecs-checked", bytes(data))
+        assert answer["error_code"] == 76 and "compression type id" in answer["error_message"], answer
+    zstd = build_batch([(b"k", b"v")], timestamp=now, compression=ZSTD)
+    assert produce("codecs-checked", zstd, version=6)["error_code"] == 76
+    assert fetch("codecs-checked", 12)["high_watermark"] == 0  # nothing was written
+    assert produce("codecs-checked", zstd, version=7)["error_code"] == 0
+
+    assert produce("zstd-only", build_batch([(b"k", b"v")], timestamp=now), version=7)["error_code"] == 0
+    assert fetch("zstd-only", 9)["error_code"] == 76
+    fetched = fetch("zstd-only", 10)
+    assert fetched["error_code"] == 0 and [h.compression for _, h in iter_batches(fetched["records"])] == [ZSTD]

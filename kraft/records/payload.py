@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass
 
 from kraft.records.compression import NONE, compress, decompress
-from kraft.records.errors import InvalidRecordError, TruncatedBatchError
+from kraft.records.errors import InvalidRecordError, TruncatedBatchError, UnsupportedCodecError
 from kraft.records.header import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -38,6 +38,7 @@ from kraft.records.header import (
 )
 
 _BATCH_LENGTH_OFFSET = 8
+_LAST_CODEC = 4  # zstd
 _MAX_TIMESTAMP_OFFSET = 35
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
@@ -78,6 +79,8 @@ def validate_payload(buf, *, strict: bool = True, max_batches: int | None = None
         TruncatedBatchError: the payload is empty or ends inside a batch.
         CorruptRecordError: a bad length, magic or CRC (CORRUPT_MESSAGE).
         InvalidRecordError: a strict-mode rule is broken (INVALID_RECORD).
+        UnsupportedCodecError: (strict) a codec id no Kafka client knows
+            (UNSUPPORTED_COMPRESSION_TYPE).
     """
     end = len(buf)
     if not end:
@@ -103,6 +106,8 @@ def validate_payload(buf, *, strict: bool = True, max_batches: int | None = None
                 )
             if header.attributes & CONTROL_FLAG:
                 raise InvalidRecordError("clients may not produce control batches")
+            if header.compression > _LAST_CODEC:  # stored, no consumer could read it
+                raise UnsupportedCodecError(f"unknown compression type id {header.compression}")
         positions.append(pos)
         headers.append(header)
         count += records
