@@ -42,6 +42,17 @@ def dynamic_log_defaults(image: MetadataImage, broker_id: int):
                 yield topic_key, value, source
 
 
+def dynamic_broker_value(image: MetadataImage, broker_id: int, key: str, static=None):
+    """Broker config ``key`` as in force on broker ``broker_id``: its own dynamic value, else
+    the cluster-wide dynamic default (both as the metadata holds them: strings), else
+    ``static`` (server.properties), as Kafka's precedence."""
+    own = image.config(ConfigResourceType.BROKER, str(broker_id)).get(key)
+    if own is not None:
+        return own
+    default = image.config(ConfigResourceType.BROKER, "").get(key)
+    return default if default is not None else static
+
+
 def topic_defaults(config: ServerConfig) -> dict[str, tuple[str, int, int]]:
     """topic config key -> (value, source, type) before any topic override."""
     flush_ms = config["log.flush.interval.ms"]

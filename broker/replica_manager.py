@@ -40,7 +40,7 @@ from pathlib import Path
 
 import trio
 
-from broker.config_defaults import dynamic_log_defaults
+from broker.config_defaults import dynamic_broker_value, dynamic_log_defaults
 from broker.partition import Partition
 from broker.partition_state_types import IsrProposal
 from broker.replication_quotas import ReplicationQuotas
@@ -283,6 +283,11 @@ class ReplicaManager:
                 listener(partition.topic, partition.index, False)
         self.log_dir_failed.set()
         self._wake_fetchers()
+
+    def _broker_value(self, key: str):
+        """A broker config that may change at run time (kafka-configs --entity-type brokers),
+        as in force on this broker."""
+        return dynamic_broker_value(self.image, self.broker_id, key, self.config[key])
 
     def min_insync_replicas(self, topic: str) -> int:
         value = self.image.config(ConfigResourceType.TOPIC, topic).get("min.insync.replicas") \
@@ -583,7 +588,7 @@ class ReplicaManager:
         """Forget, on every hosted replica, the producers idle for ``producer.id.expiration.ms``
         (by their last batch's timestamp) with no transaction ongoing, as Kafka's broker does
         every ``producer.id.expiration.check.interval.ms``; returns how many."""
-        expiration_ms = self.config["producer.id.expiration.ms"]
+        expiration_ms = int(self._broker_value("producer.id.expiration.ms"))
         return sum(len(p.producers.expire(now_ms, expiration_ms)) for p in list(self.partitions.values()))
 
     def _apply_retention(self) -> None:
@@ -595,9 +600,8 @@ class ReplicaManager:
         unless ``log.cleaner.enable`` is false."""
         if not self.config["log.cleaner.enable"]:
             return
-        backoff_s = self.config["log.cleaner.backoff.ms"] / 1000
-        while True:
-            await trio.sleep(backoff_s)
+        while True:  # the backoff as in force now: a dynamic change applies from the next round
+            await trio.sleep(int(self._broker_value("log.cleaner.backoff.ms")) / 1000)
             await self.clean_logs()
 
     async def clean_logs(self) -> int:

@@ -8,6 +8,7 @@ A rate is this broker's own dynamic config (``kafka-configs --entity-type broker
 
 from __future__ import annotations
 
+from broker.config_defaults import dynamic_broker_value
 from kraft.quotas.replication import (
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,
@@ -40,8 +41,6 @@ class ReplicationQuotas:
         if image.configs is self._configs:
             return
         self._configs = image.configs
-        own = image.config(ConfigResourceType.BROKER, str(self.broker_id))
-        default = image.config(ConfigResourceType.BROKER, "")
         leader: dict = {}
         follower: dict = {}
         for (rtype, topic), values in image.configs.items():
@@ -51,5 +50,5 @@ class ReplicationQuotas:
                 leader[topic] = throttled_partitions(values[LEADER_REPLICAS], self.broker_id)
             if values.get(FOLLOWER_REPLICAS):
                 follower[topic] = throttled_partitions(values[FOLLOWER_REPLICAS], self.broker_id)
-        self.leader.update(parse_rate(own.get(LEADER_RATE, default.get(LEADER_RATE))), leader)
-        self.follower.update(parse_rate(own.get(FOLLOWER_RATE, default.get(FOLLOWER_RATE))), follower)
+        self.leader.update(parse_rate(dynamic_broker_value(image, self.broker_id, LEADER_RATE)), leader)
+        self.follower.update(parse_rate(dynamic_broker_value(image, self.broker_id, FOLLOWER_RATE)), follower)

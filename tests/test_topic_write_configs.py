@@ -1,8 +1,8 @@
-"""Topic configs that change what a leader writes or accepts, with real clients against a
-3-node cluster: ``message.timestamp.type`` (LogAppendTime stamps), ``compression.type``
-(client batches rewritten in the topic's codec) and ``message.timestamp.before/after.max.ms``
+"""Configs that change what a leader writes or keeps, with real clients against a 3-node
+cluster: ``message.timestamp.type`` (LogAppendTime stamps), ``compression.type`` (client
+batches rewritten in the topic's codec) and ``message.timestamp.before/after.max.ms``
 (records outside them refused), each as a topic's own config or the brokers' dynamic
-default, as in Kafka."""
+default, and the dynamic ``producer.id.expiration.ms``, as in Kafka."""
 
 import time
 
@@ -17,7 +17,7 @@ from kraft.records import iter_batches
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     c = LocalCluster(tmp_path_factory.mktemp("write-configs"), controllers=3, brokers=0,
-                     overrides=fast_overrides())
+                     overrides=fast_overrides(producer_id_expiration_check_interval_ms=500))
     try:
         yield start_cluster(c)
     finally:
@@ -252,3 +252,29 @@ def test_batches_a_consumer_could_not_read_are_refused(cluster):
     assert fetch("zstd-only", 9)["error_code"] == 76
     fetched = fetch("zstd-only", 10)
     assert fetched["error_code"] == 0 and [h.compression for _, h in iter_batches(fetched["records"])] == [ZSTD]
+
+
+def test_a_dynamic_producer_id_expiration_applies_to_running_brokers(cluster):
+    """producer.id.expiration.ms set as a cluster-wide dynamic broker config (kafka-configs
+    --entity-type brokers --entity-default): the leaders forget an idle idempotent producer
+    after it, not after the static value (a day).  Before, the dynamic value was stored and
+    described and changed nothing."""
+    from confluent_kafka import Producer
+
+    create_led_topic(cluster, "expiring", 1, 3)
+    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True})
+    p.produce("expiring", b"v")
+    assert p.flush(30) == 0
+
+    def producers() -> list:
+        leader = cluster.nodes[partitions_of(cluster, "expiring")[0]["leader_id"]]
+        resp = request(leader.host, leader.broker_port, "DescribeProducers", 0,
+                       {"topics": [{"name": "expiring", "partition_indexes": [0]}]})
+        return resp["topics"][0]["partitions"][0]["active_producers"]
+
+    assert len(producers()) == 1
+    alter_config(cluster, 4, "", "producer.id.expiration.ms", "1500")
+    try:
+        wait_until(lambda: not producers(), timeout_s=15, what="the idle producer expired")
+    finally:
+        alter_config(cluster, 4, "", "producer.id.expiration.ms", None)
