@@ -189,10 +189,11 @@ def _test_options(f):
                      help="Queue partitions / register keys (default: 4 / by rate)."),
         click.option("--sub-via", "sub_via", type=click.Choice(["assign", "subscribe"]),
                      default="assign", show_default=True),
-        click.option("--group-protocol", "group_protocol", type=click.Choice(["classic", "consumer"]),
+        click.option("--group-protocol", "group_protocol", type=click.Choice(["classic", "consumer", "mixed"]),
                      default="classic", show_default=True,
                      help="With --sub-via subscribe: the consumers' group.protocol (consumer: "
-                          "KIP-848, confluent client only)."),
+                          "KIP-848, confluent client only; mixed: every consumer in one group, "
+                          "half of them KIP-848)."),
         click.option("--store", default="store", show_default=True,
                      type=click.Path(file_okay=False)),
         click.option("--no-spark", is_flag=True, help="Check in-process, without Spark."),

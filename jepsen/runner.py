@@ -190,7 +190,7 @@ class TestOptions:
             o["controller.quorum.pysyncobj.password"] = secrets.token_hex(12)
         if self.unsafe:
             o[self.unsafe_switch()] = "true"
-        if self.group_protocol == "consumer":  # the classic consumers' own 6 s / 1 s, set on the broker
+        if self.group_protocol in ("consumer", "mixed"):  # the classic consumers' own 6 s / 1 s, on the broker
             o["group.consumer.session.timeout.ms"] = "6000"
             o["group.consumer.heartbeat.interval.ms"] = "1000"
         o.update(self.overrides)

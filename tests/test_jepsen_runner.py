@@ -41,6 +41,8 @@ def test_options_names_and_overrides():
         TestOptions(engine="zab").cluster_overrides()
     k = TestOptions(sub_via="subscribe", group_protocol="consumer").cluster_overrides()
     assert k["group.consumer.session.timeout.ms"] == "6000" and k["group.consumer.heartbeat.interval.ms"] == "1000"
+    m = TestOptions(sub_via="subscribe", group_protocol="mixed").cluster_overrides()
+    assert m["group.consumer.session.timeout.ms"] == "6000"  # its KIP-848 members' session as the classic ones'
     from jepsen.workloads import QueueWorkload
     with pytest.raises(ValueError, match="sub_via=subscribe"):
         QueueWorkload(sub_via="assign", group_protocol="consumer")
@@ -189,6 +191,23 @@ def test_one_short_real_run_is_valid(tmp_path):
         assert during and not any(r["up"] for r in during if r["node"] == victim)
         assert any(r["up"] for r in during if r["node"] != victim)
     print(f"short run: {took:.1f}s, {summary['ops-per-s']} ops/s, {len(ops)} records")
+
+
+def test_a_short_run_with_a_mixed_group_under_kills_is_valid(tmp_path):
+    """--group-protocol mixed: classic and KIP-848 consumers share one group while nodes
+    are killed; the history checks valid and the coordinator converted the classic group
+    to a consumer group as the first KIP-848 member joined (the log says so)."""
+    p = _cli("test", "--nodes", "3", "--time-limit", "10", "--nemesis", "kill", "--rate", "50",
+             "--sub-via", "subscribe", "--group-protocol", "mixed", "--no-spark", "--seed", "3",
+             "--interval", "3", "--recovery", "4", "--kill-targets", "one", "--store", str(tmp_path))
+    assert p.returncode == 0, p.stdout + p.stderr[-4000:]
+    assert "valid: True" in p.stdout
+    run = (tmp_path / "queue-kraft-kill-n3" / "latest").resolve()
+    logs = "".join((run / f"node{n}" / "node.log").read_text() for n in (1, 2, 3))
+    assert "Converted the classic group jepsen-mixed to a consumer group" in logs
+    from jepsen.history import read_history
+    ops = read_history(run)
+    assert any(o.f == "poll" and o.type == "ok" and o.value for o in ops)
 
 
 # ---------------------------------------------------------------- campaigns (marked)

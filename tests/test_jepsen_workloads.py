@@ -233,3 +233,22 @@ async def test_a_client_call_that_hangs_is_abandoned_as_info():
         assert await invoke_bounded(Hanging(), None, "txn", 1, 0.05) == ("ok", 1, None, False)
     finally:
         release.set()
+
+
+def test_mixed_groups_put_every_consumer_in_one_group_alternating_protocols_by_blocks():
+    """--group-protocol mixed: one group for all, classic and KIP-848 members by blocks of
+    process ids, so the group migrates both ways as processes are replaced."""
+    from jepsen.workloads.queue import MIXED_BLOCK
+
+    mixed = QueueWorkload(sub_via="subscribe", group_protocol="mixed")
+    groups = {mixed.group_of(p) for p in range(4 * MIXED_BLOCK)}
+    assert groups == {("classic", "jepsen-mixed"), ("consumer", "jepsen-mixed")}
+    assert [mixed.group_of(p)[0] for p in (0, MIXED_BLOCK - 1, MIXED_BLOCK, 2 * MIXED_BLOCK)] == [
+        "classic", "classic", "consumer", "classic"]
+    assert QueueWorkload(sub_via="subscribe", group_protocol="consumer").group_of(7) == ("consumer", "jepsen-7")
+    assert QueueWorkload(sub_via="subscribe").group_of(7) == ("classic", "jepsen-7")
+    assert QueueWorkload().group_of(7) == ("classic", None)  # assign: no group
+    with pytest.raises(ValueError, match="group_protocol=mixed needs sub_via=subscribe"):
+        QueueWorkload(group_protocol="mixed")
+    with pytest.raises(ValueError, match="one of classic, consumer, mixed"):
+        QueueWorkload(sub_via="subscribe", group_protocol="cooperative")

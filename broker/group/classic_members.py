@@ -45,6 +45,7 @@ in the same output, before any answer is released.
 
 from __future__ import annotations
 
+import logging
 import struct
 import uuid
 from collections.abc import Mapping
@@ -59,6 +60,8 @@ from broker.group.state import (CONSUMER_PROTOCOL_TYPE, Group, GroupState, Malfo
                                 decode_subscription, protocol_version)
 from kraft.protocol import codec
 from kraft.protocol.error_codes import ErrorCode
+
+log = logging.getLogger(__name__)
 
 S = GroupState
 
@@ -323,6 +326,8 @@ class ClassicMembers:
         group.join_deadline_ms, group.in_initial_delay = None, False
         group.state = S.EMPTY  # (the classic fields of a consumer group are an Empty group's)
         group.modern, group.protocol_type = cg, CONSUMER_PROTOCOL_TYPE
+        log.info("Converted the classic group %s to a consumer group (%d members)", group.group_id,
+                 len(cg.members))
 
     # ------------------------------------------------------------------ downgrade
 
@@ -364,6 +369,8 @@ class ClassicMembers:
             member.assignment = encode_assignment(cg.target.get(member.member_id, frozenset()), names, version)
         group.subscribed_topics = group.compute_subscribed_topics()
         group.state, group.state_timestamp_ms = S.STABLE, now_ms
+        log.info("Converted the consumer group %s to a classic group (%d members)", group.group_id,
+                 len(group.members))
         out.writes.append(Write(group.partition, group.group_id, records))
         group_write(group, out)
         if rebalance:

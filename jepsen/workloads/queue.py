@@ -85,6 +85,10 @@ class QueueGenerator:
         self.ready.discard(process)
 
 
+GROUP_PROTOCOLS = ("classic", "consumer", "mixed")
+MIXED_BLOCK = 10  # the runner's default concurrency: the first processes are one block
+
+
 class QueueWorkload:
     name = "queue"
     checker = "queue"
@@ -92,8 +96,10 @@ class QueueWorkload:
     def __init__(self, keys: int = 4, client: str = "confluent", sub_via: str = "assign",
                  timeout_s: float = 5.0, weights: dict[str, int] | None = None,
                  group_protocol: str = "classic", **_ignored):
+        if group_protocol not in GROUP_PROTOCOLS:
+            raise ValueError(f"group_protocol must be one of {', '.join(GROUP_PROTOCOLS)}")
         if group_protocol != "classic" and (sub_via != "subscribe" or client != "confluent"):
-            raise ValueError("group_protocol=consumer needs sub_via=subscribe and the confluent client")
+            raise ValueError(f"group_protocol={group_protocol} needs sub_via=subscribe and the confluent client")
         self.keys = keys
         self.client = client
         self.sub_via = sub_via
@@ -108,9 +114,23 @@ class QueueWorkload:
         return QueueGenerator(self.keys, seed, self.weights, self.sub_via)
 
     def open_client(self, bootstrap: str, process: Any):
-        extra = {"group_protocol": self.group_protocol} if self.group_protocol != "classic" else {}
-        return queue_client(self.client, bootstrap, TOPIC, timeout_s=self.timeout_s,
-                            group=f"jepsen-{process}" if self.sub_via == "subscribe" else None, **extra)
+        protocol, group = self.group_of(process)
+        extra = {"group_protocol": protocol} if protocol != "classic" else {}
+        return queue_client(self.client, bootstrap, TOPIC, timeout_s=self.timeout_s, group=group, **extra)
+
+    def group_of(self, process: Any) -> tuple[str, str | None]:
+        """(group.protocol, group id) of ``process``'s consumer: with ``subscribe``, a group of
+        its own.  ``mixed`` puts every process in one group and alternates the protocol by
+        blocks of ``MIXED_BLOCK`` process ids (the first block classic, the next KIP-848,
+        ...).  Retired processes are replaced one at a time, so the group holds both kinds
+        of member while a block gives way to the next, and goes both ways between a classic
+        and a consumer group (KIP-848's online upgrade when a KIP-848 member joins a classic
+        group, the downgrade when the last KIP-848 member leaves) again and again."""
+        if self.sub_via != "subscribe":
+            return "classic", None
+        if self.group_protocol == "mixed":
+            return ("consumer" if int(process) // MIXED_BLOCK % 2 else "classic"), "jepsen-mixed"
+        return self.group_protocol, f"jepsen-{process}"
 
     def invoke(self, client, f: str, value: Any) -> tuple[str, Any, str | None]:
         """One operation (blocking, in a worker thread): ``(type, value, error)``."""
