@@ -4,8 +4,9 @@ the broker's header-only hot path.
 Modules: ``header`` (the fixed v2 header, patched in place), ``payload`` (validate and
 assign offsets to a produce payload), ``record`` and ``batch`` (decoded records and
 batches, builders), ``control`` (transaction markers, KRaft control records), ``legacy``
-(magic 0/1 message sets), ``compression`` (gzip, snappy, lz4, zstd), ``varint``, ``keys``
-(find a record without a key, for compacted topics).
+(magic 0/1 message sets), ``compression`` (gzip, snappy, lz4, zstd), ``varint``,
+``record_checks`` (a record without a key, a timestamp out of bounds: the produce checks a
+topic's config asks for).
 """
 
 from kraft.records.batch import (
