@@ -543,6 +543,24 @@ def test_the_second_ack_of_a_commit_is_answered_with_it_at_once():
     assert fetch(n, 3, offset + 1, n.epoch, cid=32) is None  # told: parked again
 
 
+def test_a_fetcher_unheard_of_for_longer_than_a_long_poll_is_told_the_high_watermark_again():
+    """The leader remembers the high watermark it last told each fetcher; one that went
+    quiet for longer than two long polls may have restarted (its memory of it gone) or
+    missed the answer, so its next fetch is answered at once, not parked for a wait."""
+    n = leader_of([], epoch_before=1, voters=(1,))
+    end = n.log.end_offset
+    assert n.high_watermark == end
+    assert fetch(n, 7, 0, 0, cid=1, observer=True).records
+    assert fetch(n, 7, end, n.epoch, cid=2, observer=True) is None  # told: parked
+    n.tick(n._now + 600)  # the parked fetch's wait ends (answered); it fetches again at once
+    replies(n)
+    assert fetch(n, 7, end, n.epoch, cid=3, observer=True) is None
+    n.tick(n._now + 3000)  # then nothing from it for 3 s: a restart
+    replies(n)
+    again = fetch(n, 7, end, n.epoch, cid=4, observer=True)
+    assert again is not None and again.high_watermark == end
+
+
 def test_leader_counts_only_its_fsynced_log_end():
     """KIP-595: the leader's own log end counts for the HW only once it is durable."""
     n = node(1, (1,))

@@ -247,6 +247,11 @@ class RaftNode:
         """The voter set in force after the records below ``end_offset`` (for a snapshot)."""
         return self._voters.at(end_offset)
 
+    def voter_sets_since(self, end_offset: int) -> list[VoterSet]:
+        """Every voter set this log has in force from ``end_offset`` on (the sets a leader
+        may have counted with to move its high watermark to ``end_offset``)."""
+        return self._voters.since(end_offset)
+
     @property
     def voter_change_pending(self) -> bool:
         """A VotersRecord is in the log but not yet committed."""
@@ -892,6 +897,13 @@ class RaftNode:
                 response = dict(diverging_epoch=end)
         if fresh and req.directory_id is not None:
             self._fetch_directories[req.replica_id] = req.directory_id
+        if fresh:
+            seen = self._replicas.get(req.replica_id) or self._observers.get(req.replica_id)
+            quiet_ms = self._now - seen.last_fetch_ms if seen is not None else NEVER
+            if quiet_ms > 2 * max(req.max_wait_ms, self.config.fetch_max_wait_ms):
+                # Unheard of for longer than a long poll: it may have restarted or missed our
+                # answers, so it is not taken to know the high watermark we last told it.
+                self._told.pop(req.replica_id, None)
         # A voter's fetch counts only from the directory its key names: the same id on a
         # new disk forgot what the voter acknowledged.
         counted = (fresh and req.replica_id in self._replicas and not req.observer
