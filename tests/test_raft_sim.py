@@ -161,3 +161,20 @@ def test_unsafe_switches_are_off_by_default():
     config = RaftConfig(1, frozenset({1}))
     assert not any(getattr(config, name) for name in RaftConfig.__slots__
                    if name.startswith("unsafe_"))
+
+
+def test_a_high_watermark_counts_with_any_voter_set_in_force_from_it_on():
+    """KIP-853 (Raft's single-server changes): a set counts from the moment it is appended.
+    Seed 9393 (the 50,000-seed sweep): the leader of [1, 2], cut off from 1, appended 19..26,
+    then removed 1 at 27, and [2] alone committed them; it restarted with its snapshot's
+    high watermark, 27, under [2, 3] added at 35.  Neither the set at 27 ([1, 2]) nor the
+    newest holds 26 by a majority, [2] does: the invariant looked at only those two."""
+    from kraft.raft.voters import VoterHistory, VoterSet
+
+    history = VoterHistory(VoterSet(frozenset({1, 2})))
+    history.add(27, VoterSet(frozenset({2})))
+    history.add(35, VoterSet(frozenset({2, 3})))
+    assert [s.ids for s in history.since(27)] == [{1, 2}, {2}, {2, 3}]
+    assert [s.ids for s in history.since(28)] == [{2}, {2, 3}]
+    assert [s.ids for s in history.since(36)] == [{2, 3}]
+    assert not failures([9393], jobs=1)

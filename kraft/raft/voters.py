@@ -71,6 +71,12 @@ class VoterHistory:
         index = bisect_right(self._offsets, end_offset - 1)
         return self._sets[index - 1] if index else self._base
 
+    def since(self, end_offset: int) -> list[VoterSet]:
+        """Every set in force at some point from ``end_offset`` on: the one there, then each
+        introduced at or above it."""
+        index = bisect_right(self._offsets, end_offset - 1)
+        return [self.at(end_offset), *self._sets[index:]]
+
     def add(self, offset: int, voters: VoterSet) -> None:
         if self._offsets and offset <= self._offsets[-1]:
             raise ValueError(f"voter set at {offset} after one at {self._offsets[-1]}")
