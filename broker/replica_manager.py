@@ -40,7 +40,7 @@ from pathlib import Path
 
 import trio
 
-from broker.config_defaults import dynamic_broker_value, dynamic_log_defaults
+from broker.config_defaults import dynamic_broker_value, dynamic_log_defaults, topic_defaults
 from broker.partition import Partition
 from broker.partition_state_types import IsrProposal
 from broker.replication_quotas import ReplicationQuotas
@@ -68,27 +68,9 @@ def log_defaults(image: MetadataImage, broker_id: int) -> dict[str, str]:
 
 
 def log_config_for(config: ServerConfig, topic_configs) -> LogConfig:
-    """A topic's LogConfig: broker defaults (``log.*``) overridden by topic configs."""
-    props = {
-        "cleanup.policy": ",".join(config["log.cleanup.policy"]),
-        "segment.bytes": str(config["log.segment.bytes"]),
-        "segment.ms": str(config.segment_ms),
-        "retention.ms": str(config.retention_ms),
-        "retention.bytes": str(config["log.retention.bytes"]),
-        "index.interval.bytes": str(config["log.index.interval.bytes"]),
-        "segment.index.bytes": str(config["log.index.size.max.bytes"]),
-        "max.message.bytes": str(config["message.max.bytes"]),
-        "flush.messages": str(config["log.flush.interval.messages"]),
-        "message.timestamp.type": config["log.message.timestamp.type"],
-        "message.timestamp.before.max.ms": str(config["log.message.timestamp.before.max.ms"]),
-        "message.timestamp.after.max.ms": str(config["log.message.timestamp.after.max.ms"]),
-        "compression.type": config["compression.type"],
-        "compression.gzip.level": str(config["compression.gzip.level"]),
-        "compression.lz4.level": str(config["compression.lz4.level"]),
-        "compression.zstd.level": str(config["compression.zstd.level"]),
-    }
-    if config["log.flush.interval.ms"] is not None:
-        props["flush.ms"] = str(config["log.flush.interval.ms"])
+    """A topic's LogConfig: the topic defaults of the static file (``topic_defaults``, the
+    table DescribeConfigs reports them from) overridden by ``topic_configs``."""
+    props = {key: value for key, (value, _, _) in topic_defaults(config).items()}
     props.update(topic_configs or {})
     return LogConfig.from_properties(props)
 

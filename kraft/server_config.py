@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kraft.log.config import COMPRESSION_TYPES
+from kraft.log.config import COMPRESSION_TYPES, TIMESTAMP_TYPES
 from kraft.properties import read_properties
 
 
@@ -161,7 +161,7 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("compression.lz4.level", "int", 9, validate=_in_range(1, 17)),
     _K("compression.zstd.level", "int", 3, validate=_in_range(-131072, 22)),
     _K("log.message.timestamp.type", "string", "CreateTime",
-       validate=lambda v: None if v in ("CreateTime", "LogAppendTime") else "must be CreateTime or LogAppendTime"),
+       validate=lambda v: None if v in TIMESTAMP_TYPES else "must be " + " or ".join(TIMESTAMP_TYPES)),
     _K("log.message.timestamp.before.max.ms", "int", 2**63 - 1, validate=_at_least(0)),
     _K("log.message.timestamp.after.max.ms", "int", 2**63 - 1, validate=_at_least(0)),
     # Log

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from kraft.log.errors import LogConfigError
+from kraft.records.compression import GZIP, LZ4, ZSTD, codec_from_name
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -38,7 +39,6 @@ _OTHER_TOPIC_KEYS = frozenset({
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 # compression.type: what a leader writes client batches in ("producer": as they came).
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
-_CODEC_IDS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}  # the attributes' bits
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,12 +139,12 @@ class LogConfig:
     @property
     def compression_codec(self) -> int | None:
         """The codec id client batches are written in; None: each as its producer sent it."""
-        return _CODEC_IDS.get(self.compression_type)
+        return None if self.compression_type == "producer" else codec_from_name(self.compression_type)
 
     def compression_level(self, codec: int) -> int | None:
         """The topic's level for ``codec`` (None: the codec has none)."""
-        return {1: self.compression_gzip_level, 3: self.compression_lz4_level,
-                4: self.compression_zstd_level}.get(codec)
+        return {GZIP: self.compression_gzip_level, LZ4: self.compression_lz4_level,
+                ZSTD: self.compression_zstd_level}.get(codec)
 
     @property
     def timestamps_bounded(self) -> bool:

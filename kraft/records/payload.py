@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from kraft.records.compression import NONE, compress, decompress
+from kraft.records.compression import NONE, ZSTD, compress, decompress
 from kraft.records.errors import InvalidRecordError, TruncatedBatchError, UnsupportedCodecError
 from kraft.records.header import (
     ATTRIBUTES_OFFSET,
@@ -38,7 +38,6 @@ from kraft.records.header import (
 )
 
 _BATCH_LENGTH_OFFSET = 8
-_LAST_CODEC = 4  # zstd
 _MAX_TIMESTAMP_OFFSET = 35
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
@@ -106,7 +105,7 @@ def validate_payload(buf, *, strict: bool = True, max_batches: int | None = None
                 )
             if header.attributes & CONTROL_FLAG:
                 raise InvalidRecordError("clients may not produce control batches")
-            if header.compression > _LAST_CODEC:  # stored, no consumer could read it
+            if header.compression > ZSTD:  # the last codec: stored, no consumer could read it
                 raise UnsupportedCodecError(f"unknown compression type id {header.compression}")
         positions.append(pos)
         headers.append(header)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from kraft.log.config import COMPRESSION_TYPES, TIMESTAMP_TYPES
 from kraft.quotas.replication import THROTTLED_REPLICAS_FORMAT, valid_throttled_replicas
 
 
@@ -89,11 +90,10 @@ def _key(name, type_, bound=None):
 # Kafka's ThrottledReplicaListValidator
 _THROTTLED_REPLICAS = (valid_throttled_replicas, THROTTLED_REPLICAS_FORMAT)
 
-_COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 TOPIC_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in [
     _key("cleanup.policy", "list", _each_of("delete", "compact")),
-    _key("compression.type", "string", _one_of(*_COMPRESSION)),
+    _key("compression.type", "string", _one_of(*COMPRESSION_TYPES)),
     _key("compression.gzip.level", "int", _between(-1, 9)),
     _key("compression.lz4.level", "int", _between(1, 17)),
     _key("compression.zstd.level", "int", _between(-131072, 22)),
@@ -113,7 +113,7 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in [
     _key("message.timestamp.after.max.ms", "long", _at_least(0)),
     _key("message.timestamp.before.max.ms", "long", _at_least(0)),
     _key("message.timestamp.difference.max.ms", "long", _at_least(0)),
-    _key("message.timestamp.type", "string", _one_of("CreateTime", "LogAppendTime")),
+    _key("message.timestamp.type", "string", _one_of(*TIMESTAMP_TYPES)),
     _key("min.cleanable.dirty.ratio", "double", _between(0.0, 1.0)),
     _key("min.compaction.lag.ms", "long", _at_least(0)),
     _key("min.insync.replicas", "int", _at_least(1)),
