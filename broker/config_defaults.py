@@ -1,4 +1,4 @@
-"""DescribeConfigs: a topic's or broker's effective configuration and where each value
+"""DescribeConfigs: a topic's, broker's or group's effective configuration and where each value
 comes from (Kafka's ConfigSource), from the broker's static config and the metadata image."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from broker import broker_loggers
 from kraft.protocol.error_codes import ErrorCode
 from kraft.server_config import KEYS, ServerConfig
-from metadata.controller.configs import BROKER_CONFIGS, BROKER_LOG_SYNONYMS, TOPIC_CONFIGS
+from metadata.controller.configs import BROKER_CONFIGS, BROKER_LOG_SYNONYMS, GROUP_CONFIG_SYNONYMS, TOPIC_CONFIGS
 from metadata.image import ConfigResourceType, MetadataImage
 
 # Kafka's ConfigSource ids
@@ -15,6 +15,7 @@ DYNAMIC_BROKER_CONFIG = 2  # set for this broker (its id as the resource name)
 DYNAMIC_DEFAULT_BROKER_CONFIG = 3  # set for every broker (the empty resource name)
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+GROUP_CONFIG = 8  # set for one group (ConfigResource GROUP)
 
 # config type ids (DescribeConfigs v3+)
 _STRING, _INT, _LONG, _BOOLEAN, _LIST = 2, 3, 5, 1, 7  # 4 is SHORT
@@ -142,6 +143,14 @@ def describe_resource(config: ServerConfig, image: MetadataImage, res: dict) -> 
         if name:
             for k, v in image.config(ConfigResourceType.BROKER, name).items():
                 values[k] = (v, DYNAMIC_BROKER_CONFIG, _type_of(BROKER_CONFIGS, k))
+    elif rtype == ConfigResourceType.GROUP:
+        if not name:
+            out.update(error_code=ErrorCode.INVALID_REQUEST, error_message="Group name must not be empty")
+            return out
+        # Every group config, as Kafka's: the group's own value, else this broker's setting.
+        own = image.config(ConfigResourceType.GROUP, name)
+        values = {k: (own[k], GROUP_CONFIG, _INT) if k in own else (str(config[broker_key]), DEFAULT_CONFIG, _INT)
+                  for k, broker_key in GROUP_CONFIG_SYNONYMS.items()}
     elif rtype == broker_loggers.BROKER_LOGGER:  # this node's loggers (KIP-412)
         try:
             broker_loggers.check_node(config.node_id, name)

@@ -11,7 +11,7 @@ import click
 from cli.admin_client import AdminClient, AdminError, error_name
 from cli.topics import fail
 
-RESOURCE_TYPES = {"topics": 2, "brokers": 4, "broker-loggers": 8, "users": None, "clients": None}
+RESOURCE_TYPES = {"topics": 2, "brokers": 4, "broker-loggers": 8, "groups": 32, "users": None, "clients": None}
 SET, DELETE = 0, 1
 
 
@@ -32,7 +32,7 @@ def _remember_names(ctx, param, values):
               help="Twice for a user and client-id quota: --entity-type users ... --entity-type clients ...")
 @click.option("--entity-name", "entity_names", multiple=True, callback=_remember_names,
               help="Topic name, broker id (empty: the cluster default; broker-loggers: the node's id), "
-                   "user or client id.")
+                   "group id, user or client id.")
 @click.option("--entity-default", count=True, callback=_remember_names,
               help="The <default> user or client id (quotas).")
 @click.option("--describe", "action", flag_value="describe")
@@ -47,7 +47,8 @@ def _remember_names(ctx, param, values):
 def configs_command(ctx, bootstrap_server, entity_types, entity_names, entity_default, action, add, delete,
                     show_all, output, command_config):
     """Describe or alter topic and broker configuration, a node's log levels (broker-loggers),
-    client quotas (users, clients) and users' SCRAM credentials."""
+    a consumer group's session timeout and heartbeat interval (groups), client quotas (users,
+    clients) and users' SCRAM credentials."""
     if action is None:
         fail("one of --describe, --alter is required")
     names = ctx.meta.get("kraft.entity_names", [])
@@ -63,6 +64,8 @@ def configs_command(ctx, bootstrap_server, entity_types, entity_names, entity_de
         entity_name = names[0] if names and names[0] is not None else ""
         if rtype == 8 and not entity_name.strip():
             fail("--entity-type broker-loggers needs --entity-name <node id>: a node's log levels are its own")
+        if rtype == 32 and not entity_name.strip():
+            fail("--entity-type groups needs --entity-name <group id>")
         # A broker (and its loggers) is described and its loggers set by that broker itself.
         address = _broker_address(admin, entity_name) if rtype in (4, 8) and entity_name else None
         if action == "describe":
@@ -73,13 +76,14 @@ def configs_command(ctx, bootstrap_server, entity_types, entity_names, entity_de
             if result["error_code"]:
                 fail(f"{error_name(result['error_code'])}: {result['error_message'] or ''}".strip(": "))
             # Kafka's ConfigSource, as kafka-configs.sh filters: a topic's dynamic configs, one
-            # broker's own, or (no name) the cluster-wide broker defaults; every logger.
-            dynamic = {2: 1, 8: 6}.get(rtype, 2 if entity_name else 3)
+            # broker's own, or (no name) the cluster-wide broker defaults; every logger; a
+            # group's own.
+            dynamic = {2: 1, 8: 6, 32: 8}.get(rtype, 2 if entity_name else 3)
             configs = [c for c in result["configs"] if show_all or c["config_source"] == dynamic]
             if output == "json":
                 click.echo(json.dumps({c["name"]: c["value"] for c in configs}, indent=2))
                 return
-            label = {2: "topic", 8: "broker-logger"}.get(rtype, "broker")
+            label = {2: "topic", 8: "broker-logger", 32: "group"}.get(rtype, "broker")
             click.echo(f"Dynamic configs for {label} {entity_name} are:" if not show_all
                        else f"All configs for {label} {entity_name} are:")
             for c in configs:

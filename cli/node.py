@@ -46,7 +46,9 @@ from kraft.server_config import ServerConfig
 from kraft.storage import read_bootstrap_records
 from kraft.trio_run import run_trio
 from metadata.controller import ControllerConfig, QuorumController
+from metadata.controller.configs import GROUP_BROKER_DEFAULTS
 from metadata.controller_server import ControllerServer
+from metadata.image import ConfigResourceType
 from metadata.snapshot import SnapshotPolicy
 
 log = logging.getLogger("kraft.node")
@@ -130,7 +132,7 @@ def controller_config(config: ServerConfig, cluster_id: str) -> ControllerConfig
                                     "unclean.leader.election.enable", "unclean.leader.election.interval.ms",
                                     "delete.topic.enable",
                                     "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
-                                    "leader.imbalance.per.broker.percentage")}
+                                    "leader.imbalance.per.broker.percentage", *GROUP_BROKER_DEFAULTS)}
     return ControllerConfig.from_properties(props, cluster_id=cluster_id)
 
 
@@ -260,7 +262,9 @@ class Node:
             fetch_session_slots=config["max.incremental.fetch.session.cache.slots"])
         groups = self.groups = GroupCoordinatorService(config.node_id, config,
                                                        InternalTopicStore(self.replicas, OFFSETS_TOPIC),
-                                                       topics=lambda: self.replicas.image.topics_by_name)
+                                                       topics=lambda: self.replicas.image.topics_by_name,
+                                                       group_configs=lambda group_id: self.replicas.image.config(
+                                                           ConfigResourceType.GROUP, group_id))
         producer_ids = ProducerIdAllocator(channel, config.node_id, lambda: self.lifecycle.broker_epoch)
         inter_broker_listener = config.inter_broker_listener
         markers_client = client("txn-markers")

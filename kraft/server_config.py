@@ -215,6 +215,12 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("group.coordinator.rebalance.protocols", "list", ["classic", "consumer"], validate=_rebalance_protocols),
     _K("group.consumer.heartbeat.interval.ms", "int", 5000, validate=_at_least(1)),
     _K("group.consumer.session.timeout.ms", "int", 45000, validate=_at_least(1)),
+    # the bounds of a group's own consumer.session.timeout.ms and consumer.heartbeat.interval.ms
+    # (ConfigResource GROUP, metadata.controller.configs)
+    _K("group.consumer.min.session.timeout.ms", "int", 45000, validate=_at_least(1)),
+    _K("group.consumer.max.session.timeout.ms", "int", 60000, validate=_at_least(1)),
+    _K("group.consumer.min.heartbeat.interval.ms", "int", 5000, validate=_at_least(1)),
+    _K("group.consumer.max.heartbeat.interval.ms", "int", 15000, validate=_at_least(1)),
     _K("group.consumer.max.size", "int", 2147483647, validate=_at_least(1)),
     _K("group.consumer.assignors", "list", ["uniform", "range"], validate=_assignors),
     _K("group.consumer.migration.policy", "string", "bidirectional", validate=_migration_policy),

@@ -35,6 +35,7 @@ class ConfigResourceType:
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    GROUP = 32  # KIP-848 consumer groups' own settings (Kafka 3.9+)
 
 
 def frozen_map(d=None) -> Mapping:

@@ -293,13 +293,15 @@ class Session:
             await trio.sleep(0.1)
 
 
-    async def wait_config(self, topic: str, key: str, value: str, timeout_s: float = 30.0) -> None:
-        """Until the broker's view of ``topic`` has ``key=value`` (a change reaches it through
-        its metadata, a moment after the answer; not a recorded step)."""
+    async def wait_config(self, topic: str, key: str, value: str, timeout_s: float = 30.0,
+                          resource_type: int = 2) -> None:
+        """Until the broker's view of ``topic`` (or a group, with ``resource_type`` 32) has
+        ``key=value`` (a change reaches it through its metadata, a moment after the answer;
+        not a recorded step)."""
         deadline = trio.current_time() + timeout_s
         while True:
             resp = await self.raw("DescribeConfigs", {
-                "resources": [{"resource_type": 2, "resource_name": topic, "configuration_keys": [key]}],
+                "resources": [{"resource_type": resource_type, "resource_name": topic, "configuration_keys": [key]}],
                 "include_synonyms": False, "include_documentation": False})
             if any(c["value"] == value for c in resp["results"][0]["configs"]):
                 return
@@ -560,6 +562,30 @@ async def admin_steps(s: Session, rf: int) -> None:
     await s.wait_config(s.p, "retention.bytes", "1073741824")
     await s.call("DescribeConfigs topic after alter", dc, {
         "resources": [{"resource_type": 2, "resource_name": s.p, "configuration_keys": keys}],
+        "include_synonyms": False, "include_documentation": False})
+
+    # A KIP-848 group's own configs (ConfigResource GROUP): no such group need exist.  Only the
+    # consumer.* keys are asked for: Kafka 4 also has share.* and streams.* ones.
+    group_keys = ["consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"]
+
+    def alter_group(name, *ops):
+        return {"resources": [{"resource_type": 32, "resource_name": name, "configs": [
+            {"name": k, "config_operation": op, "value": v} for k, op, v in ops]}], "validate_only": False}
+
+    await s.call("IncrementalAlterConfigs group set", iac, alter_group(
+        s.p + "-cfg", ("consumer.session.timeout.ms", 0, "50000"), ("consumer.heartbeat.interval.ms", 0, "6000")))
+    await s.call("IncrementalAlterConfigs group above its bound", iac,
+                 alter_group(s.p + "-cfg", ("consumer.session.timeout.ms", 0, "600000")))
+    await s.call("IncrementalAlterConfigs group below its bound", iac,
+                 alter_group(s.p + "-cfg", ("consumer.heartbeat.interval.ms", 0, "4000")))
+    await s.call("IncrementalAlterConfigs group unknown key", iac,
+                 alter_group(s.p + "-cfg", ("no.such.config", 0, "1")))
+    await s.wait_config(s.p + "-cfg", "consumer.heartbeat.interval.ms", "6000", resource_type=32)
+    await s.call("DescribeConfigs group (consumer keys)", dc, {
+        "resources": [{"resource_type": 32, "resource_name": s.p + "-cfg", "configuration_keys": group_keys}],
+        "include_synonyms": False, "include_documentation": False})
+    await s.call("DescribeConfigs group never configured", dc, {
+        "resources": [{"resource_type": 32, "resource_name": s.p + "-nocfg", "configuration_keys": group_keys}],
         "include_synonyms": False, "include_documentation": False})
 
     md = "Metadata"

@@ -250,6 +250,28 @@ def test_kafka_configs_reads_and_sets_a_nodes_log_levels(cluster):
     ok(run_tool(*args, "--alter", "--delete-config", "metadata"))
 
 
+def test_kafka_configs_sets_a_groups_own_configs(cluster):
+    """kafka-configs --entity-type groups --alter: IncrementalAlterConfigs of a GROUP resource
+    (once refused: unsupported resource type 32), bounded by group.consumer.max.*."""
+    kafka_libs()
+    bs, group = cluster.bootstrap_servers, f"cfg-group-{uuid.uuid4().hex[:8]}"
+    args = ("kafka-configs", "--bootstrap-server", bs, "--entity-type", "groups", "--entity-name", group, "--alter")
+    assert "Completed updating config for group" in ok(run_tool(*args, "--add-config",
+                                                               "consumer.heartbeat.interval.ms=6000"))
+    refused = run_tool(*args, "--add-config", "consumer.session.timeout.ms=600000")
+    assert refused.returncode != 0 and "group.consumer.max.session.timeout.ms" in refused.stdout + refused.stderr
+    node = cluster.nodes[1]
+
+    def described():
+        resp = request(node.host, node.broker_port, "DescribeConfigs", 4, {"resources": [
+            {"resource_type": 32, "resource_name": group, "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False})
+        return {c["name"]: (c["value"], c["config_source"]) for c in resp["results"][0]["configs"]}
+
+    wait_until(lambda: described() == {"consumer.heartbeat.interval.ms": ("6000", 8),
+                                       "consumer.session.timeout.ms": ("45000", 5)}, what="the group's configs")
+
+
 def test_console_consumer_with_the_consumer_group_protocol(cluster):
     """Kafka 4.1's consumer with ``group.protocol=consumer`` (KIP-848: ConsumerGroupHeartbeat,
     OffsetCommit by member epoch), then kafka-consumer-groups reading the group through

@@ -288,6 +288,42 @@ def test_alter_configs_resources_fail_independently(h):
     assert h.ctl.image.config(4, "2") == {"min.insync.replicas": "2"}
 
 
+GROUP = 32
+
+
+def test_group_configs_are_stored_for_any_group_name_and_checked_against_the_broker_bounds(h):
+    """A KIP-848 group's own session timeout and heartbeat interval (Kafka's GroupConfig):
+    the group need not exist; each value lies within group.consumer.min/max.*; the session
+    stays longer than the heartbeat interval, the broker's value standing in for a key the
+    group leaves out."""
+    assert _alter(h, GROUP, "g", ("consumer.session.timeout.ms", 0, "50000")) == 0
+    assert h.ctl.image.config(GROUP, "g") == {"consumer.session.timeout.ms": "50000"}
+    assert _alter(h, GROUP, "g", ("consumer.heartbeat.interval.ms", 0, "15000")) == 0
+    before = h.log_end
+    for ops in ([("consumer.session.timeout.ms", 0, "44999")], [("consumer.session.timeout.ms", 0, "60001")],
+                [("consumer.heartbeat.interval.ms", 0, "4999")], [("consumer.heartbeat.interval.ms", 0, "x")],
+                [("share.session.timeout.ms", 0, "50000")], [("session.timeout.ms", 0, "50000")]):
+        assert _alter(h, GROUP, "g", *ops) == E.INVALID_CONFIG, ops
+    assert _alter(h, GROUP, "", ("consumer.session.timeout.ms", 0, "50000")) == E.INVALID_REQUEST
+    assert h.log_end == before
+    assert _alter(h, GROUP, "g", ("consumer.session.timeout.ms", 1, None)) == 0
+    assert h.ctl.image.config(GROUP, "g") == {"consumer.heartbeat.interval.ms": "15000"}
+
+
+def test_group_config_bounds_are_the_controllers_settings():
+    h = Harness(group_consumer={"group.consumer.session.timeout.ms": 6000, "group.consumer.heartbeat.interval.ms": 1000,
+                                "group.consumer.min.session.timeout.ms": 1000,
+                                "group.consumer.max.session.timeout.ms": 10000,
+                                "group.consumer.min.heartbeat.interval.ms": 500,
+                                "group.consumer.max.heartbeat.interval.ms": 2000})
+    assert _alter(h, GROUP, "g", ("consumer.session.timeout.ms", 0, "1500")) == 0
+    # 2000 is within its bounds but not below the group's session of 1500
+    assert _alter(h, GROUP, "g", ("consumer.heartbeat.interval.ms", 0, "2000")) == E.INVALID_CONFIG
+    assert _alter(h, GROUP, "g", ("consumer.heartbeat.interval.ms", 0, "500")) == 0
+    # the broker's heartbeat interval (1000) stands in for a group that sets only its session
+    assert _alter(h, GROUP, "h", ("consumer.session.timeout.ms", 0, "1000")) == E.INVALID_CONFIG
+
+
 def test_legacy_alter_configs_replaces_against_the_controllers_own_view(h):
     """The legacy AlterConfigs names a resource's whole dynamic config.  The keys it leaves out
     are the ones the controller knows of, a change not yet committed included: a broker's image

@@ -162,9 +162,10 @@ class ConsumerProtocol:
     """
 
     def __init__(self, table: GroupTable, config: GroupConfig, topics: Callable[[], Mapping],
-                 new_member_id: Callable[[], str]):
+                 new_member_id: Callable[[], str], *, group_configs: Callable[[str], Mapping] | None = None):
         self.table = table
         self.config = config
+        self.group_configs = group_configs or (lambda group_id: {})
         self.topics = topics
         self.new_member_id = new_member_id
         self._regex_cache: dict[str, re2._Regexp] = {}
@@ -291,7 +292,24 @@ class ConsumerProtocol:
         assignment = None
         if full or member.assigned != before:
             assignment = {"topic_partitions": wire_partitions(member.assigned)}
-        return _answer(member.member_id, member.epoch, self.config.consumer_heartbeat_interval_ms, assignment)
+        return _answer(member.member_id, member.epoch, self.heartbeat_interval_ms(group.group_id), assignment)
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        """consumer.heartbeat.interval.ms of ``group_id``: its own config, else the broker's."""
+        return self._group_setting(group_id, "consumer.heartbeat.interval.ms",
+                                   self.config.consumer_heartbeat_interval_ms)
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        """consumer.session.timeout.ms of ``group_id``: its own config, else the broker's.  Read
+        at each expiry check, so a change applies to the group's members at once."""
+        return self._group_setting(group_id, "consumer.session.timeout.ms", self.config.consumer_session_timeout_ms)
+
+    def _group_setting(self, group_id: str, key: str, default: int) -> int:
+        value = self.group_configs(group_id).get(key)
+        try:
+            return default if value is None else int(value)
+        except ValueError:  # the controller checked it: only a hand-written record gets here
+            return default
 
     def _join(self, cg: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerMember:
         """The member for a heartbeat with epoch 0: a new one, a static member taking over its
@@ -598,8 +616,9 @@ class ConsumerProtocol:
         """Remove the members whose session ended or whose revocation (a classic member's
         rejoin or SyncGroup) took too long."""
         cg = group.modern
+        session_ms = self.session_timeout_ms(group.group_id)
         for member in list(cg.members.values()):
-            deadlines = (member.last_heartbeat_ms + member.session_timeout_ms(self.config.consumer_session_timeout_ms),
+            deadlines = (member.last_heartbeat_ms + member.session_timeout_ms(session_ms),
                          member.revoke_deadline_ms, member.join_deadline_ms, member.sync_deadline_ms)
             if any(d is not None and now_ms >= d for d in deadlines):
                 self.remove(group, member, now_ms, out)

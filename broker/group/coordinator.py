@@ -53,16 +53,21 @@ class GroupCoordinator:
             leadership answers NOT_COORDINATOR before its resign notification arrives).
         topics: ``() -> {name: topic}`` (each with ``.id`` and ``.partitions``), the topics
             KIP-848 consumer groups subscribe to and are assigned.
+        group_configs: ``(group id) -> {key: value}``, a group's own configs (ConfigResource
+            GROUP in the metadata image): its consumer.session.timeout.ms and
+            consumer.heartbeat.interval.ms over the broker's.
     """
 
     def __init__(self, config: GroupConfig | None = None, *, rng: Random | None = None,
-                 is_leader: Callable[[int], bool] | None = None, topics: Callable[[], Mapping] | None = None):
+                 is_leader: Callable[[int], bool] | None = None, topics: Callable[[], Mapping] | None = None,
+                 group_configs: Callable[[str], Mapping[str, str]] | None = None):
         self.config = config or GroupConfig()
         self.table = GroupTable(self.config.num_partitions, is_leader or (lambda partition: True))
         rng = rng or Random(0)
         self.membership = Membership(self.table, self.config, rng)
         self.consumer = ConsumerProtocol(self.table, self.config, topics or dict,
-                                         lambda: str(uuid.UUID(int=rng.getrandbits(128), version=4)))
+                                         lambda: str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+                                         group_configs=group_configs)
         self.classic_members = ClassicMembers(self.consumer, self.membership)
         self.offsets = CommittedOffsets(self.table, self.config)
         self.markers_while_loading: dict[int, list[tuple[int, bool]]] = {}  # partition -> (producer, committed)

@@ -119,10 +119,12 @@ class GroupCoordinatorService:
         clock: milliseconds now (wall clock by default).
         tick_interval_s: how often ``run`` expires sessions and rebalance timeouts.
         topics: ``() -> {name: topic}`` of the metadata image (KIP-848 groups' subscriptions).
+        group_configs: ``(group id) -> {key: value}``, a group's own configs in the metadata image.
     """
 
     def __init__(self, broker_id: int, config, store, *, clock: Callable[[], int] | None = None,
-                 rng: Random | None = None, tick_interval_s: float = 0.05, topics: Callable[[], Mapping] | None = None):
+                 rng: Random | None = None, tick_interval_s: float = 0.05, topics: Callable[[], Mapping] | None = None,
+                 group_configs: Callable[[str], Mapping[str, str]] | None = None):
         self.broker_id = broker_id
         self.config = config if isinstance(config, GroupConfig) else GroupConfig.from_config(config)
         self.store = store
@@ -132,7 +134,8 @@ class GroupCoordinatorService:
         if self.config.unsafe_assign_before_revocation:
             log.warning("UNSAFE MODE: kraft.unsafe.consumer.group.assign.before.revocation=true — a partition "
                         "moves to its new owner before the old one revoked it (KIP-848 groups)")
-        self.core = GroupCoordinator(self.config, rng=rng or Random(), is_leader=store.is_leader, topics=topics)
+        self.core = GroupCoordinator(self.config, rng=rng or Random(), is_leader=store.is_leader, topics=topics,
+                                     group_configs=group_configs)
         self._waiters: dict[int, _Waiter] = {}
         self._ticket_api: dict[int, str] = {}
         self._locks: dict[int, trio.Lock] = {}

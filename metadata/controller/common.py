@@ -3,11 +3,12 @@ context and transaction), results and errors."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from random import Random
 from typing import Callable, Mapping
 
 from kraft.protocol.error_codes import ErrorCode
+from metadata.controller.configs import GROUP_BROKER_DEFAULTS
 from metadata.controller.sessions import BrokerSessions
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
@@ -33,6 +34,9 @@ class ControllerConfig:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_ms: int = 300_000
     leader_imbalance_per_broker_percentage: int = 10
+    # group.consumer.* (session and heartbeat, their bounds): what a group's own configs are
+    # checked against
+    group_consumer: Mapping[str, int] = field(default_factory=lambda: dict(GROUP_BROKER_DEFAULTS))
 
     @classmethod
     def from_properties(cls, props: Mapping[str, object], *, cluster_id: str) -> "ControllerConfig":
@@ -61,6 +65,7 @@ class ControllerConfig:
             leader_imbalance_check_interval_ms=get(
                 "leader.imbalance.check.interval.seconds", lambda v: int(v) * 1000, 300_000),
             leader_imbalance_per_broker_percentage=get("leader.imbalance.per.broker.percentage", int, 10),
+            group_consumer={key: get(key, int, default) for key, default in GROUP_BROKER_DEFAULTS.items()},
         )
 
 

@@ -1,5 +1,5 @@
-"""Configuration control: IncrementalAlterConfigs and the legacy AlterConfigs on topics and
-brokers.
+"""Configuration control: IncrementalAlterConfigs and the legacy AlterConfigs on topics,
+brokers and KIP-848 groups.
 
 Operations (Kafka's AlterConfigOp): SET a value, DELETE a key (back to its default),
 APPEND to / SUBTRACT from a list-typed value.  Each changed key becomes a ConfigRecord
@@ -31,7 +31,7 @@ def incremental_alter_configs(ctx: ControllerContext, txn: Txn, version: int, re
         try:
             if keys.count(key) > 1:
                 raise ApiError(ErrorCode.INVALID_REQUEST, "the resource is named twice in the request")
-            records = _alter(txn.image, key, r["configs"])
+            records = _alter(ctx, txn.image, key, r["configs"])
         except ApiError as e:
             result.update(error_code=int(e.code), error_message=e.message)
             continue
@@ -64,11 +64,18 @@ def _table_for(image: MetadataImage, resource_type: int, name: str) -> dict:
             except ValueError:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"bad broker resource name {name!r}") from None
         return cfgs.BROKER_CONFIGS
+    if resource_type == ConfigResourceType.GROUP:
+        # Kafka: a group need not exist to be configured (its members get the settings on
+        # joining); there is no default group resource.
+        if not name:
+            raise ApiError(ErrorCode.INVALID_REQUEST, "a group config resource needs a group name")
+        return cfgs.GROUP_CONFIGS
     raise ApiError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {resource_type}")
 
 
-def _alter(image: MetadataImage, key: tuple[int, str], changes: list[dict]):
+def _alter(ctx: ControllerContext, image: MetadataImage, key: tuple[int, str], changes: list[dict]):
     table = _table_for(image, *key)
+    group = key[0] == ConfigResourceType.GROUP
     current = dict(image.config(*key))
     new = dict(current)
     seen = set()
@@ -79,7 +86,8 @@ def _alter(image: MetadataImage, key: tuple[int, str], changes: list[dict]):
         seen.add(name)
         spec = table.get(name)
         if spec is None:
-            raise ApiError(ErrorCode.INVALID_CONFIG, f"unknown configuration {name!r}")
+            raise ApiError(ErrorCode.INVALID_CONFIG, cfgs.unknown_group_config(name) if group
+                           else f"unknown configuration {name!r}")
         try:
             if op == SET:
                 cfgs.validate(table, name, value)
@@ -101,6 +109,11 @@ def _alter(image: MetadataImage, key: tuple[int, str], changes: list[dict]):
                 new[name] = text
             else:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op}")
+        except cfgs.ConfigError as e:
+            raise ApiError(ErrorCode.INVALID_CONFIG, str(e)) from None
+    if group:
+        try:
+            cfgs.check_group_configs(new, ctx.config.group_consumer)
         except cfgs.ConfigError as e:
             raise ApiError(ErrorCode.INVALID_CONFIG, str(e)) from None
     records = []

@@ -198,6 +198,59 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {
 }
 
 
+# A KIP-848 group's own configs (ConfigResource GROUP, Kafka's GroupConfig): each overrides,
+# for that group only, the broker config named here, and must lie within the two broker
+# configs bounding it.  Kafka's share.* and streams.* group keys are refused: kraft has
+# neither kind of group.
+GROUP_CONFIG_SYNONYMS: dict[str, str] = {
+    "consumer.session.timeout.ms": "group.consumer.session.timeout.ms",
+    "consumer.heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms",
+}
+GROUP_CONFIG_BOUNDS: dict[str, tuple[str, str]] = {
+    "consumer.session.timeout.ms": ("group.consumer.min.session.timeout.ms",
+                                    "group.consumer.max.session.timeout.ms"),
+    "consumer.heartbeat.interval.ms": ("group.consumer.min.heartbeat.interval.ms",
+                                       "group.consumer.max.heartbeat.interval.ms"),
+}
+GROUP_CONFIGS: dict[str, ConfigKey] = {name: _key(name, "int", _at_least(1)) for name in GROUP_CONFIG_SYNONYMS}
+# The broker configs above with Kafka's defaults (GroupCoordinatorConfig)
+GROUP_BROKER_DEFAULTS: dict[str, int] = {
+    "group.consumer.session.timeout.ms": 45000,
+    "group.consumer.min.session.timeout.ms": 45000,
+    "group.consumer.max.session.timeout.ms": 60000,
+    "group.consumer.heartbeat.interval.ms": 5000,
+    "group.consumer.min.heartbeat.interval.ms": 5000,
+    "group.consumer.max.heartbeat.interval.ms": 15000,
+}
+
+
+def unknown_group_config(name: str) -> str:
+    """The error for a key no group config has."""
+    if name.startswith(("share.", "streams.")):
+        return f"unknown group config name {name!r}: kraft has no {name.split('.')[0]} groups"
+    return f"unknown group config name {name!r} (group configs: {', '.join(GROUP_CONFIGS)})"
+
+
+def check_group_configs(values, broker) -> None:
+    """Raise ConfigError unless a group's configs ``values`` (key -> text, each already
+    parsed by GROUP_CONFIGS) fit the bounds of the broker configs ``broker`` (key -> int,
+    GROUP_BROKER_DEFAULTS' keys), with the session longer than the heartbeat interval once
+    the broker's values fill in the keys the group leaves out."""
+    for name, (low, high) in GROUP_CONFIG_BOUNDS.items():
+        if name in values:
+            value = int(values[name])
+            if value < broker[low]:
+                raise ConfigError(f"{name} must be greater than or equal to {low} ({broker[low]})")
+            if value > broker[high]:
+                raise ConfigError(f"{name} must be less than or equal to {high} ({broker[high]})")
+    effective = {name: int(values[name]) if name in values else broker[synonym]
+                 for name, synonym in GROUP_CONFIG_SYNONYMS.items()}
+    session, interval = effective["consumer.session.timeout.ms"], effective["consumer.heartbeat.interval.ms"]
+    if session <= interval:
+        raise ConfigError(f"consumer.session.timeout.ms ({session}) must be greater than "
+                          f"consumer.heartbeat.interval.ms ({interval})")
+
+
 def validate(table: dict[str, ConfigKey], name: str, value: str | None):
     """Parse ``value`` for key ``name``; raises ConfigError for an unknown key or bad value."""
     key = table.get(name)
