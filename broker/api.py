@@ -21,6 +21,7 @@ from kraft.protocol.error_codes import ErrorCode
 from kraft.protocol.schema import Versions
 from kraft.server_config import ServerConfig
 from metadata.controller.topics import INTERNAL_TOPICS
+from metadata.features import api_versions_fields
 from metadata.image import ConfigResourceType
 
 log = logging.getLogger(__name__)
@@ -37,14 +38,15 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "AlterPartitionReassignments": (0, 0), "ListPartitionReassignments": (0, 0),
     "DescribeAcls": (0, 3), "CreateAcls": (0, 3), "DeleteAcls": (0, 3),
     "DescribeClientQuotas": (0, 1), "AlterClientQuotas": (0, 1),
-    "AddRaftVoter": (0, 0), "RemoveRaftVoter": (0, 0),
+    "AddRaftVoter": (0, 0), "RemoveRaftVoter": (0, 0), "UpdateFeatures": (0, 2),
 }
 VOTER_CHANGES = frozenset({"AddRaftVoter", "RemoveRaftVoter"})
 # Describe too: answered from the controller's image, it sees a change the moment it commits.
 FORWARDED = {"CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "AlterConfigs",
              "DescribeQuorum", "DescribeUserScramCredentials", "AlterUserScramCredentials",
              "ElectLeaders", "UnregisterBroker", "AlterPartitionReassignments", "ListPartitionReassignments",
-             "DescribeClientQuotas", "AlterClientQuotas", "AddRaftVoter", "RemoveRaftVoter", *ACL_APIS}
+             "DescribeClientQuotas", "AlterClientQuotas", "AddRaftVoter", "RemoveRaftVoter", "UpdateFeatures",
+             *ACL_APIS}
 # Answered before the broker is ready: clients send it first, and it tells only what this
 # broker speaks, which is true from the start.  Everything else waits for readiness.
 ANSWERED_BEFORE_READY = frozenset({"ApiVersions"})
@@ -128,7 +130,7 @@ class BrokerApi:
         if api == "Metadata":
             return await self.metadata_response(body, version, listener)
         if api == "ApiVersions":
-            return self.api_versions()
+            return self.api_versions(version)
         if api == "OffsetForLeaderEpoch":
             return self.data.offset_for_leader_epoch(body, version)
         if api == "WriteTxnMarkers":
@@ -213,9 +215,12 @@ class BrokerApi:
 
     # ------------------------------------------------------------------ metadata
 
-    def api_versions(self) -> dict:
+    def api_versions(self, version: int = 0) -> dict:
+        """The APIs this broker serves and, from version 3, the features it supports and the
+        cluster finalized (kafka-features describe)."""
         return {"error_code": 0, "api_keys": [
-            {"api_key": k, "min_version": v.lo, "max_version": v.hi} for k, v in sorted(self.supported.items())]}
+            {"api_key": k, "min_version": v.lo, "max_version": v.hi} for k, v in sorted(self.supported.items())],
+            **api_versions_fields(self.metadata.image, version)}
 
     def _active_brokers(self):
         return [b for b in self.metadata.image.active_brokers()]
@@ -442,7 +447,7 @@ def _forward_error(api: str, body: dict, version: int) -> dict:
             {"topic": t["topic"], "partition_result": [
                 {"partition_id": p, "error_code": code, "error_message": None} for p in t["partitions"]]}
             for t in body["topic_partitions"] or []]
-    elif api in ACL_APIS or api in ("AlterClientQuotas", "DescribeClientQuotas"):
+    elif api in ACL_APIS or api in ("AlterClientQuotas", "DescribeClientQuotas", "UpdateFeatures"):
         from metadata.controller.common import error_response
 
         out.update(error_response(api, body, code))

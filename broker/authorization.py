@@ -702,6 +702,7 @@ CHECKS: dict[str, Callable] = {
     "AlterPartitionReassignments": _cluster_op("AlterPartitionReassignments", Op.ALTER),
     "ListPartitionReassignments": _cluster_op("ListPartitionReassignments", Op.DESCRIBE),
     "AlterClientQuotas": _cluster_op("AlterClientQuotas", Op.ALTER_CONFIGS),
+    "UpdateFeatures": _cluster_op("UpdateFeatures", Op.ALTER),
     "DescribeClientQuotas": _cluster_op("DescribeClientQuotas", Op.DESCRIBE_CONFIGS),
     "DescribeLogDirs": _cluster_op("DescribeLogDirs", Op.DESCRIBE),
     "DescribeQuorum": _cluster_op("DescribeQuorum", Op.DESCRIBE),

@@ -24,10 +24,10 @@ from broker.controller_channel import ControllerChannel, ControllerUnavailable
 from broker.metadata_listener import MetadataListener
 from kraft.protocol.error_codes import ErrorCode
 from kraft.server_config import ServerConfig
+from metadata.features import registration_features
 
 log = logging.getLogger(__name__)
 
-METADATA_VERSION_RANGE = (1, 21)  # metadata.version feature levels this broker can read
 
 
 # How long every other controller must have been seen gone before a controlled shutdown
@@ -65,11 +65,10 @@ class BrokerLifecycle:
                       "security_protocol": PROTOCOL_IDS[self.config.security_protocol(e.listener)]}
                      for e in self.config.advertised_listeners
                      if e.listener not in self.config.controller_listener_names]
-        lo, hi = METADATA_VERSION_RANGE
         return {
             "broker_id": self.config.node_id, "cluster_id": self.cluster_id,
             "incarnation_id": self.incarnation_id, "listeners": listeners,
-            "features": [{"name": "metadata.version", "min_supported_version": lo, "max_supported_version": hi}],
+            "features": registration_features(),
             "rack": self.config["broker.rack"], "is_migrating_zk_broker": False,
             "log_dirs": [], "previous_broker_epoch": -1,
         }

@@ -34,15 +34,23 @@ def random_uuid() -> None:
 @click.option("--add-scram", "-S", "scram", multiple=True, metavar="MECH=[name=U,password=P]",
               help="A SCRAM credential the new cluster starts with (KIP-900; repeatable), e.g. "
                    "'SCRAM-SHA-512=[name=alice,password=alice-secret]' (iterations= defaults to 4096).")
-def format_command(config_path, cluster_id, ignore_formatted, overrides, scram) -> None:
+@click.option("--release-version", "-r", default=None, metavar="VERSION",
+              help="The metadata.version the cluster starts at, by Kafka's name for it (3.9, 3.7-IV4); "
+                   "default: the latest kraft supports (3.9-IV0).")
+@click.option("--feature", "-f", "features", multiple=True, metavar="NAME=LEVEL",
+              help="A feature's starting level (repeatable), e.g. group.version=0 to start without KIP-848.")
+def format_command(config_path, cluster_id, ignore_formatted, overrides, scram, release_version, features) -> None:
     """Format the node's log.dirs and metadata.log.dir for a cluster."""
     from kraft.security.credentials import CredentialSpecError, bootstrap_records
+    from metadata.features import FeatureError, bootstrap_levels
+    from metadata.features import bootstrap_records as feature_records
 
     try:
         config = ServerConfig.load(config_path, parse_overrides(overrides))
+        levels = bootstrap_levels(release_version, features)
         written = format_storage(config, cluster_id, ignore_formatted=ignore_formatted,
-                                 bootstrap_records=bootstrap_records(scram))
-    except (ConfigError, PropertiesError, StorageError, CredentialSpecError) as exc:
+                                 bootstrap_records=feature_records(levels) + bootstrap_records(scram))
+    except (ConfigError, PropertiesError, StorageError, CredentialSpecError, FeatureError) as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)
     for d in written:

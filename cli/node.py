@@ -47,6 +47,7 @@ from kraft.storage import read_bootstrap_records
 from kraft.trio_run import run_trio
 from metadata.controller import ControllerConfig, QuorumController
 from metadata.controller.configs import GROUP_BROKER_DEFAULTS
+from metadata.features import api_versions_fields
 from metadata.controller_server import ControllerServer
 from metadata.image import ConfigResourceType
 from metadata.snapshot import SnapshotPolicy
@@ -436,7 +437,8 @@ class Node:
                 rpc.API_KEYS[a] for a in _controller_apis())
             return {"error_code": 0, "api_keys": [
                 {"api_key": k, "min_version": codec.versions_of(rpc.API_NAMES[k]).lo,
-                 "max_version": codec.versions_of(rpc.API_NAMES[k]).hi} for k in keys]}
+                 "max_version": codec.versions_of(rpc.API_NAMES[k]).hi} for k in keys],
+                **api_versions_fields(self.controller.controller.image, request.version)}
         if api == "DescribeQuorum":
             return self.driver.describe_quorum()
         if api in ("AddRaftVoter", "RemoveRaftVoter"):

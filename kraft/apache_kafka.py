@@ -37,6 +37,7 @@ TOOLS = {
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "kafka-configs": "kafka.admin.ConfigCommand",
     "kafka-acls": "org.apache.kafka.tools.AclCommand",
+    "kafka-features": "org.apache.kafka.tools.FeatureCommand",
     "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",

@@ -588,6 +588,15 @@ async def admin_steps(s: Session, rf: int) -> None:
         "resources": [{"resource_type": 32, "resource_name": s.p + "-nocfg", "configuration_keys": group_keys}],
         "include_synonyms": False, "include_documentation": False})
 
+    # Feature levels (KIP-584): refusals both make whatever levels each cluster runs at.
+    uf = "UpdateFeatures"
+    await s.call("UpdateFeatures metadata.version downgrade", uf, {"timeout_ms": 30_000, "validate_only": True,
+        "feature_updates": [{"feature": "metadata.version", "max_version_level": 20, "upgrade_type": 2,
+                             "allow_downgrade": True}]})
+    await s.call("UpdateFeatures unknown feature", uf, {"timeout_ms": 30_000, "validate_only": True,
+        "feature_updates": [{"feature": "no.such.version", "max_version_level": 1, "upgrade_type": 1,
+                             "allow_downgrade": False}]})
+
     md = "Metadata"
     one = await s.call("Metadata one topic", md, {"topics": [{"name": s.p}], "allow_auto_topic_creation": False})
     if s.versions[md] >= 12:  # by topic id, as Kafka 4's consumer asks for the topics it is assigned

@@ -272,6 +272,26 @@ def test_kafka_configs_sets_a_groups_own_configs(cluster):
                                        "consumer.session.timeout.ms": ("45000", 5)}, what="the group's configs")
 
 
+def test_kafka_features_describes_and_updates_feature_levels(cluster):
+    """kafka-features: ApiVersions' supported and finalized features (describe printed nothing:
+    kraft sent neither) and UpdateFeatures (once unknown), through a broker and a controller."""
+    kafka_libs()
+    bs = cluster.bootstrap_servers
+    for args in (("--bootstrap-server", bs), ("--bootstrap-controller", controllers(cluster))):
+        described = ok(run_tool("kafka-features", *args, "describe"))
+        assert re.search(r"Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 3.9-IV0\t"
+                         r"FinalizedVersionLevel: 3.9-IV0\tEpoch: \d+", described), described
+        assert re.search(r"Feature: group.version\tSupportedMinVersion: 1\tSupportedMaxVersion: 1\t"
+                         r"FinalizedVersionLevel: 1", described), described
+    # the release's levels again: nothing to change, and kraft.version named at its level
+    ok(run_tool("kafka-features", "--bootstrap-server", bs, "upgrade", "--release-version", "3.9"))
+    refused = run_tool("kafka-features", "--bootstrap-server", bs, "downgrade", "--metadata", "3.8")
+    assert refused.returncode != 0 and "might delete metadata information" in refused.stdout + refused.stderr
+    refused = run_tool("kafka-features", "--bootstrap-server", bs, "upgrade", "--feature", "transaction.version=2")
+    assert refused.returncode != 0 and "only supports versions 0-0" in refused.stdout + refused.stderr
+    assert "FinalizedVersionLevel: 3.9-IV0" in ok(run_tool("kafka-features", "--bootstrap-server", bs, "describe"))
+
+
 def test_console_consumer_with_the_consumer_group_protocol(cluster):
     """Kafka 4.1's consumer with ``group.protocol=consumer`` (KIP-848: ConsumerGroupHeartbeat,
     OffsetCommit by member epoch), then kafka-consumer-groups reading the group through

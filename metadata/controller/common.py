@@ -200,6 +200,9 @@ def error_response(api: str, body: dict, code: ErrorCode, message: str | None = 
                             for e in body["entries"]]}
     if api == "DescribeClientQuotas":
         return {"error_code": code, "error_message": message, "entries": None}
+    if api == "UpdateFeatures":
+        return {"error_code": code, "error_message": message, "results": [
+            {"feature": u["feature"], "error_code": code, "error_message": message} for u in body["feature_updates"]]}
     if api in ("UnregisterBroker", "ControllerRegistration", "DescribeAcls"):
         return {"error_code": code, "error_message": message}
     # AlterPartition, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds

@@ -41,8 +41,8 @@ from random import Random
 from typing import Sequence
 
 from kraft.protocol.error_codes import ErrorCode
-from metadata.controller import (acl_control, cluster, config_control, partitions, quota_control, reassignment,
-                                 scram_control, topics)
+from metadata.controller import (acl_control, cluster, config_control, feature_control, partitions, quota_control,
+                                 reassignment, scram_control, topics)
 from metadata.controller.elections import elect_unclean_leaders, rebalance_leaders
 from metadata.controller.common import (ApiError, ControllerConfig, ControllerContext, ControllerResult, Handler, Txn,
                                        error_response)
@@ -77,6 +77,7 @@ HANDLERS: dict[str, Handler] = {
     "DescribeAcls": acl_control.describe_acls,
     "AlterClientQuotas": quota_control.alter_client_quotas,
     "DescribeClientQuotas": quota_control.describe_client_quotas,
+    "UpdateFeatures": feature_control.update_features,
 }
 
 

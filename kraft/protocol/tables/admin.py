@@ -394,4 +394,22 @@ response 0-1 flex=1+
     Entity []EntityData 0+
       EntityType string 0+
       EntityName string 0+ null=0+
+
+api UpdateFeatures 57
+request 0-2 flex=0+
+  timeoutMs int32 0+ default=60000
+  FeatureUpdates []FeatureUpdateKey 0+
+    Feature string 0+
+    MaxVersionLevel int16 0+
+    AllowDowngrade bool 0-0
+    UpgradeType int8 1+ default=1
+  ValidateOnly bool 1+ default=false
+response 0-2 flex=0+
+  ThrottleTimeMs int32 0+
+  ErrorCode int16 0+
+  ErrorMessage string 0+ null=0+
+  Results []UpdatableFeatureResult 0-1
+    Feature string 0+
+    ErrorCode int16 0+
+    ErrorMessage string 0+ null=0+
 """
