@@ -19,6 +19,7 @@ from broker.file_records import FileRecords
 from broker.deferred import Deferred
 from broker.partition import Partition, ProduceOutcome
 from broker.replica_manager import ReplicaManager
+from broker.replica_selector import RACK_AWARE, preferred_read_replica
 from kraft import clock
 from kraft.log import OffsetOutOfRangeError, ReadResult
 from kraft.metrics.stats import note_remote_wait
@@ -56,8 +57,11 @@ MAX_TIMESTAMP = -3
 
 class DataPath:
     def __init__(self, replicas: ReplicaManager, *, sendfile: bool = False,
-                 fetch_session_slots: int = MAX_SESSIONS):
+                 fetch_session_slots: int = MAX_SESSIONS, replica_selector: str | None = None):
         self.replicas = replicas
+        # replica.selector.class (KIP-392): the rack-aware one sends consumers to a replica
+        # in their rack (broker.replica_selector)
+        self.rack_aware = replica_selector is not None and replica_selector.strip() == RACK_AWARE
         # kraft.fetch.sendfile.enable: fetched records stay in their segment file, to be
         # sent with sendfile (broker.file_records); else they are read into memory.
         self.sendfile = sendfile
@@ -231,9 +235,12 @@ class DataPath:
         deadline = trio.current_time() + max_wait_s
         results: dict = {}  # position in ``wanted`` -> response, filled in as read
         committed = version >= 4 and body.get("isolation_level") == READ_COMMITTED and not is_follower
-        read_args = (replica_id, is_follower, version, session, committed, replica_epoch, min_bytes > 1)
+        client_rack = (body.get("rack_id") or None) if version >= 11 and not is_follower and self.rack_aware else None
+        read_args = (replica_id, is_follower, version, session, committed, replica_epoch, min_bytes > 1, client_rack)
         total, waiting, partial = await self._read_all(list(enumerate(wanted)), results, max_bytes, *read_args)
-        if total < min_bytes and max_wait_s > 0 and (waiting or partial or session is not None):
+        # As Kafka: an answer that sends the consumer to another replica goes at once.
+        redirected = client_rack is not None and any(r["preferred_read_replica"] >= 0 for r in results.values())
+        if total < min_bytes and max_wait_s > 0 and (waiting or partial or session is not None) and not redirected:
             total = await self._long_poll(wanted, results, total, waiting, partial, deadline, min_bytes,
                                           max_bytes, read_args)
         responses = _group(wanted, results, version)
@@ -327,7 +334,7 @@ class DataPath:
 
     async def _read_all(self, entries, results: dict, max_bytes, replica_id, is_follower, version,
                         session=None, read_committed: bool = False, replica_epoch: int = -1,
-                        track_partial: bool = False):
+                        track_partial: bool = False, client_rack: str | None = None):
         """Read ``entries`` (position in the request, (topic, name, partition)) into
         ``results``; returns the bytes they add (an entry read before is replaced: its old
         bytes are taken off), the partitions that had none (partition -> entry) and those
@@ -361,7 +368,7 @@ class DataPath:
                     if isinstance(old, FileRecords):
                         old.close()
             resp, read = self._read_partition(name, p, replica_id, is_follower, max(max_bytes - total, 0), now,
-                                              read_committed, replica_epoch, version)
+                                              read_committed, replica_epoch, version, client_rack)
             data = resp.get("records") or b""
             total += len(data)
             # TotalFetchRequestsPerSec per partition read (bytes out: _count_bytes_out)
@@ -369,7 +376,7 @@ class DataPath:
             (topic_stats or stats.all).fetch_request(resp["error_code"] not in NOT_FAILED_FETCH)
             if data:
                 self._count_bytes_out(partition, is_follower, len(data))
-            if partition is not None and resp["error_code"] == 0:
+            if partition is not None and resp["error_code"] == 0 and resp["preferred_read_replica"] < 0:
                 if not data:
                     idle[partition] = entry
                 elif read is not None and track_partial:
@@ -384,6 +391,12 @@ class DataPath:
             results[i] = resp
         return total, idle, partial
 
+    def _live_rack(self, broker_id: int) -> str | None:
+        """Broker ``broker_id``'s rack while it is registered and unfenced (a consumer is
+        sent only where it can fetch), else None."""
+        b = self.replicas.image.brokers.get(broker_id)
+        return b.rack if b is not None and not b.fenced else None
+
     def _count_bytes_out(self, partition, is_follower: bool, n: int) -> None:
         """BytesOutPerSec (the topic's too) for consumers, ReplicationBytesOutPerSec for
         followers, as Kafka's updateBytesOut; ``n`` < 0 takes back a read made again."""
@@ -396,9 +409,12 @@ class DataPath:
                 partition.topic_stats.bytes_out += n
 
     def _read_partition(self, name, p, replica_id, is_follower, max_bytes, now, read_committed: bool = False,
-                        replica_epoch: int = -1, version: int = 17) -> tuple[dict, ReadResult | None]:
+                        replica_epoch: int = -1, version: int = 17,
+                        client_rack: str | None = None) -> tuple[dict, ReadResult | None]:
         """One partition's answer, and the log read that filled its records (None when it
-        returned before reading)."""
+        returned before reading).  A consumer of Fetch v11+ may read from any replica, up to
+        that replica's high watermark (KIP-392); ``client_rack`` (with the rack-aware
+        selector) may send it to another one instead of reading."""
         index = p["partition"]
         # Records are an empty set, never null, even beside an error: librdkafka cannot
         # parse a null MessageSet, so it would never see the error and refresh its metadata.
@@ -447,16 +463,22 @@ class DataPath:
                 return resp, None
             max_offset = None
         else:
-            error = st.check_leader_epoch(p["current_leader_epoch"])
+            error = st.check_leader_epoch(p["current_leader_epoch"], require_leader=version < 11)
             if error != ErrorCode.NONE:
                 return failed(error), None
+            if client_rack is not None and st.is_leader:
+                preferred = preferred_read_replica(st, client_rack, fetch_offset, now, self._live_rack)
+                if preferred is not None:  # no records: the consumer fetches them there
+                    resp.update(high_watermark=st.high_watermark, last_stable_offset=partition.last_stable_offset,
+                                log_start_offset=partition.log.log_start_offset, preferred_read_replica=preferred)
+                    return resp, None
             if version < 10 and partition.log.config.compression_type == "zstd":
                 # As Kafka: a client older than Fetch v10 cannot read zstd (KIP-110).
                 return failed(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE), None
             lso = partition.last_stable_offset
             # READ_COMMITTED reads up to the LSO (the unsafe switch: the HW, for the fault suite).
             read_committed = read_committed and not self.replicas.unsafe_read_committed_hw
-            max_offset = lso if read_committed else st.high_watermark
+            max_offset = partition.consumer_read_bound(read_committed)
             resp.update(high_watermark=st.high_watermark, last_stable_offset=lso,
                         log_start_offset=partition.log.log_start_offset)
             error, diverging = st.fetch_epoch_check(fetch_offset, p["last_fetched_epoch"])

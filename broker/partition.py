@@ -79,6 +79,7 @@ class Partition:
 
     def __init__(self, topic: str, index: int, topic_id, plog: Log, broker_id: int, *,
                  high_watermark: int = 0, unsafe_ack_before_replication: bool = False,
+                 unsafe_follower_read_log_end: bool = False,
                  cleaner: LogCleaner | None = None, waiting: set | None = None,
                  epoch_checkpoint: EpochCheckpointStore | None = None,
                  sim_unsafe: frozenset[str] = frozenset()):
@@ -118,6 +119,8 @@ class Partition:
             unsafe_ack_before_replication=unsafe_ack_before_replication,
             unsafe_hw_from_non_isr_replica="unsafe_hw_from_non_isr_replica" in sim_unsafe,
             unsafe_skip_truncation="unsafe_skip_truncation_on_divergence" in sim_unsafe)
+        # UNSAFE (kraft.unsafe.follower.read.log.end): a follower serves consumers past its HW
+        self.unsafe_follower_read_log_end = unsafe_follower_read_log_end
         self._watchers: set = set()  # long-polling fetches (``watch``)
         self.version = 0  # changes counted by ``notify``
         self.followed_leader: int | None = None  # the owner's index of followers (ReplicaManager)
@@ -442,6 +445,7 @@ class Partition:
                 and st.role is Role.FOLLOWER):
             self.append_as_follower(records)
             appended = len(records)
+        hw = st.high_watermark
         decision = st.on_fetch_response(high_watermark, diverging, log_start_offset,
                                         request_leader_epoch=position.current_leader_epoch)
         if decision.ignored:
@@ -450,7 +454,8 @@ class Partition:
             self.truncate_to(decision.truncate_to)
         if decision.log_start_offset is not None:
             self.log.delete_records_before(decision.log_start_offset)
-        if decision.truncate_to is not None or decision.log_start_offset is not None:
+        # A high watermark that moved wakes the consumers long-polling this follower (KIP-392).
+        if decision.truncate_to is not None or decision.log_start_offset is not None or st.high_watermark != hw:
             self.notify()
         return appended
 
@@ -513,6 +518,14 @@ class Partition:
         """The LSO: what READ_COMMITTED consumers may read up to (``producer_state``); never
         below the log start (retention may delete the start of a transaction still open)."""
         return max(self.producers.last_stable_offset(self.state.high_watermark), self.state.log_start_offset)
+
+    def consumer_read_bound(self, read_committed: bool) -> int | None:
+        """Where a consumer's read of this replica stops: the last stable offset for
+        read_committed, else the high watermark, a follower's own when a consumer reads from
+        it (KIP-392).  None (the log end) on a follower under the unsafe switch."""
+        if self.unsafe_follower_read_log_end and not self.state.is_leader:
+            return None
+        return self.last_stable_offset if read_committed else self.state.high_watermark
 
     def append_as_follower(self, data: bytes) -> list:
         """Append fetched batches (offsets kept); returns their headers.

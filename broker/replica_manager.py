@@ -140,6 +140,11 @@ class ReplicaManager:
                         "read_committed fetches are served up to the high watermark without "
                         "aborted transactions; consumers WILL see open and aborted transactions' "
                         "data. For fault-injection tests only.")
+        self.unsafe_follower_read_log_end = bool(config["kraft.unsafe.follower.read.log.end"])
+        if self.unsafe_follower_read_log_end:
+            log.warning("UNSAFE MODE: kraft.unsafe.follower.read.log.end=true — a follower serves "
+                        "consumers up to its log end, past its high watermark; consumers WILL see "
+                        "records that are later truncated away. For fault-injection tests only.")
         self.followers_changed = trio.Event()
         self.isr_proposals: list[tuple[Partition, IsrProposal]] = []
         self.isr_proposal_event = trio.Event()
@@ -404,6 +409,7 @@ class ReplicaManager:
         hw = self._checkpointed_hw.get((topic, index), 0)
         partition = Partition(topic, index, topic_id, plog, self.broker_id,
                               high_watermark=hw, unsafe_ack_before_replication=self.unsafe_ack,
+                              unsafe_follower_read_log_end=self.unsafe_follower_read_log_end,
                               cleaner=self.cleaner, waiting=self._waiting)
         partition.on_change = self._changed
         partition.on_epochs_changed = self._epochs_to_write

@@ -260,7 +260,8 @@ class Node:
                                          quorum_gone=self._quorum_gone)
         data = self.data_path = DataPath(
             self.replicas, sendfile=config["kraft.fetch.sendfile.enable"],
-            fetch_session_slots=config["max.incremental.fetch.session.cache.slots"])
+            fetch_session_slots=config["max.incremental.fetch.session.cache.slots"],
+            replica_selector=config["replica.selector.class"])
         groups = self.groups = GroupCoordinatorService(config.node_id, config,
                                                        InternalTopicStore(self.replicas, OFFSETS_TOPIC),
                                                        topics=lambda: self.replicas.image.topics_by_name,

@@ -194,6 +194,9 @@ def _test_options(f):
                      help="With --sub-via subscribe: the consumers' group.protocol (consumer: "
                           "KIP-848, confluent client only; mixed: every consumer in one group, "
                           "half of them KIP-848)."),
+        click.option("--client-rack", "client_rack", is_flag=True,
+                     help="Each node in a rack of its own, consumers fetching from the replica in "
+                          "theirs (KIP-392); with --unsafe, followers serve past their high watermark."),
         click.option("--store", default="store", show_default=True,
                      type=click.Path(file_okay=False)),
         click.option("--no-spark", is_flag=True, help="Check in-process, without Spark."),
@@ -243,6 +246,7 @@ def _make_options(kw, engine, seed, name=None):
         time_limit_s=kw["time_limit"], rate=kw["rate"], concurrency=kw["concurrency"],
         hosts=kw["hosts"], unsafe=kw["unsafe"], seed=seed, engine=engine,
         client=kw["client"], keys=kw["keys"], sub_via=kw["sub_via"], group_protocol=kw["group_protocol"],
+        client_rack=kw["client_rack"],
         store=kw["store"],
         name=name, spark=not kw["no_spark"], spark_master=kw["spark_master"],
         history_topic=kw["history_topic"],

@@ -32,6 +32,8 @@ FIELDS = {
     "raft_leader": ("kafka_server_raft_metrics_current_leader", {}),
     "raft_epoch": ("kafka_server_raft_metrics_current_epoch", {}),
     "messages_in": ("kafka_server_brokertopicmetrics_messagesin_total", {}),
+    # bytes consumers fetched from the node: a follower's too with --client-rack (KIP-392)
+    "bytes_out": ("kafka_server_brokertopicmetrics_bytesout_total", {}),
     "produce_p50_ms": ("kafka_network_requestmetrics_totaltimems", {"request": "Produce", "quantile": "0.5"}),
     "produce_p99_ms": ("kafka_network_requestmetrics_totaltimems", {"request": "Produce", "quantile": "0.99"}),
     "fetch_p99_ms": ("kafka_network_requestmetrics_totaltimems", {"request": "FetchConsumer", "quantile": "0.99"}),

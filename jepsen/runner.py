@@ -143,6 +143,9 @@ class TestOptions:
     keys: int | None = None  # queue partitions / register topics
     sub_via: str = "assign"
     group_protocol: str = "classic"  # the subscribing consumers' group.protocol (queue)
+    #: Nodes in racks of their own and consumers fetching from the replica in theirs (KIP-392:
+    #: ``replica.selector.class``, librdkafka's ``client.rack``; queue, confluent client)
+    client_rack: bool = False
     store: str = "store"
     name: str | None = None
     spark: bool = True
@@ -173,11 +176,19 @@ class TestOptions:
                 + (f"-{self.client}" if self.client != "confluent" else "")
                 + (f"-{self.hosts}" if self.hosts != "local" else "")
                 + (f"-{self.security.lower()}" if self.security != "PLAINTEXT" else "")
+                + ("-rack" if self.client_rack else "")
                 + ("-unsafe" if self.unsafe else ""))
 
     def unsafe_switch(self) -> str:
-        """What ``--unsafe`` turns on: each workload's guarantee has its own switch."""
+        """What ``--unsafe`` turns on: each workload's guarantee has its own switch (reading
+        from followers: their high watermark as the bound of what they serve)."""
+        if self.client_rack:
+            return "kraft.unsafe.follower.read.log.end"
         return UNSAFE_SWITCHES.get(self.workload, "kraft.unsafe.ack.before.replication")
+
+    def node_overrides(self) -> dict[int, dict[str, str]]:
+        """Each node's own keys: with ``client_rack``, its rack (``rack<id>``)."""
+        return {n: {"broker.rack": rack_of(n)} for n in range(1, self.nodes + 1)} if self.client_rack else {}
 
     def cluster_overrides(self) -> dict[str, str]:
         if self.engine not in ENGINES:
@@ -190,11 +201,18 @@ class TestOptions:
             o["controller.quorum.pysyncobj.password"] = secrets.token_hex(12)
         if self.unsafe:
             o[self.unsafe_switch()] = "true"
+        if self.client_rack:
+            o["replica.selector.class"] = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
         if self.group_protocol in ("consumer", "mixed"):  # the classic consumers' own 6 s / 1 s, on the broker
             o["group.consumer.session.timeout.ms"] = "6000"
             o["group.consumer.heartbeat.interval.ms"] = "1000"
         o.update(self.overrides)
         return o
+
+
+def rack_of(node: int) -> str:
+    """The rack of node ``node`` in a ``client_rack`` run (each node in its own)."""
+    return f"rack{node}"
 
 
 #: What ``--unsafe`` turns on, by workload (the default: acks=all answered before replication).
@@ -415,7 +433,8 @@ def run_test(opts: TestOptions, spark: Any = None) -> RunResult:
     else:
         keys = opts.keys or 4
     workload = make_workload(opts.workload, keys=keys, client=opts.client, sub_via=opts.sub_via,
-                             group_protocol=opts.group_protocol, timeout_s=opts.client_timeout_s)
+                             group_protocol=opts.group_protocol, timeout_s=opts.client_timeout_s,
+                             racks=[rack_of(n) for n in range(1, opts.nodes + 1)] if opts.client_rack else None)
     recorder = Recorder(run_dir / "history.jsonl")
     results: dict[str, Any] = {}
     error: str | None = None
@@ -426,7 +445,7 @@ def run_test(opts: TestOptions, spark: Any = None) -> RunResult:
         cluster_security = security.cluster_security(opts.security)
         security.use(cluster_security)
         cluster = configure_kraft(hosts, run_dir, overrides=opts.cluster_overrides(),
-                                  security=cluster_security)
+                                  security=cluster_security, node_overrides=opts.node_overrides())
         say(f"cluster: {opts.nodes} nodes ({opts.hosts}), engine {opts.engine}"
             + (f", UNSAFE: {opts.unsafe_switch()}" if opts.unsafe else "")
             + (f", {opts.security}" if opts.security != "PLAINTEXT" else "") + f", {cluster.bootstrap_servers}")

@@ -112,14 +112,18 @@ class LocalCluster:
     def __init__(self, base_dir: str | os.PathLike, *, controllers: int = 3, brokers: int = 0,
                  host: str = "127.0.0.1", hosts: list[str] | None = None,
                  first_broker_port: int | None = None, overrides: dict[str, str] | None = None,
-                 cluster_id: str | None = None, open_files_limit: int | None = None, security=None):
+                 cluster_id: str | None = None, open_files_limit: int | None = None, security=None,
+                 node_overrides: dict[int, dict[str, str]] | None = None):
         """``security``: a ``kraft.security.dev_cluster.ClusterSecurity`` (TLS and SASL on
-        every listener, certificates written under ``base_dir/certs``); None is PLAINTEXT."""
+        every listener, certificates written under ``base_dir/certs``); None is PLAINTEXT.
+        ``node_overrides``: node id -> keys for that node alone (``broker.rack``), over
+        ``overrides``."""
         self.base_dir = Path(base_dir)
         self.security = security
         self.open_files_limit = open_files_limit  # `ulimit -n` for every node (soft and hard)
         self.cluster_id = cluster_id or new_uuid_string()
         self.overrides = dict(overrides or {})
+        self.node_overrides = {n: dict(keys) for n, keys in (node_overrides or {}).items()}
         self.nodes: dict[int, NodeSpec] = {}
         total = controllers + brokers
         hosts = hosts or [host] * total
@@ -210,6 +214,7 @@ class LocalCluster:
         if self.security is not None:
             props.update(self.security.properties())
         props.update(self.overrides)
+        props.update(self.node_overrides.get(node.node_id, {}))
         return props
 
     def write_configs(self) -> None:

@@ -54,6 +54,14 @@ def _authorizer_name(value: str) -> str | None:
     return f"kraft's only authorizer is {STANDARD_AUTHORIZER} (or: standard)"
 
 
+def _replica_selector(value: str | None) -> str | None:
+    from broker.replica_selector import SELECTORS
+
+    if not value or value.strip() in SELECTORS:
+        return None
+    return f"kraft runs no Java classes: one of {', '.join(SELECTORS)}"
+
+
 def _rebalance_protocols(values: list[str]) -> str | None:
     known = {"classic", "consumer", "streams", "share"}
     names = {v.strip().lower() for v in values}
@@ -140,6 +148,8 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("log.dir", "string", "/tmp/kraft-logs"),
     _K("metadata.log.dir", "string", None),
     _K("broker.rack", "string", None),
+    # KIP-392: the leader sends a consumer to a replica in its client.rack (broker.replica_selector)
+    _K("replica.selector.class", "string", None, validate=_replica_selector),
     # Topic defaults
     _K("num.partitions", "int", 1, validate=_at_least(1)),
     _K("default.replication.factor", "int", 1, validate=_at_least(1)),
@@ -252,6 +262,7 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("controller.quorum.pysyncobj.password", "password", None),
     _K("kraft.unsafe.ack.before.replication", "bool", False),
     _K("kraft.unsafe.read.committed.high.watermark", "bool", False),
+    _K("kraft.unsafe.follower.read.log.end", "bool", False),
     _K("kraft.unsafe.consumer.group.assign.before.revocation", "bool", False),
     _K("kraft.log.open.files.max", "int", 1024, validate=_at_least(1)),
     # how long a broker's session outlives the close of the connection its heartbeats came

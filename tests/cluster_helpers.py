@@ -170,3 +170,19 @@ def alter_config(cluster, resource_type: int, name: str, key: str, value: str | 
             {"name": key, "config_operation": 0 if value is not None else 1, "value": value}]}],
         "validate_only": False})
     assert resp["responses"][0]["error_code"] == 0, resp
+
+
+def scrape(node) -> dict:
+    """(sample name, frozenset of labels) -> value, from the node's metrics endpoint."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(node.metrics_url, timeout=10) as resp:
+        text = resp.read().decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def value(samples: dict, name: str, **labels) -> float:
+    return samples[(name, frozenset(labels.items()))]

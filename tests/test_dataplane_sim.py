@@ -77,7 +77,8 @@ def test_faults_happen_in_the_default_range():
 # Each switch removes one rule the data plane's safety depends on; the simulation must
 # notice within the default seed count.  Measured over seeds 0..299: acks=all answered
 # before the ISR has it fails 295, the HW from any one follower 231, no truncation on
-# divergence 108, no producer dedup 189; each is caught by seed 0 already.
+# divergence 108, no producer dedup 189, a follower serving consumers past its HW 228; each
+# is caught within the first seeds.
 @pytest.mark.parametrize("switch", sorted(SWITCHES))
 def test_the_simulation_catches_an_unsafe_core(switch):
     for seed, failure in run_seeds(range(DEFAULT_SEEDS), 1, {switch}, stop_on_failure=True):
@@ -126,7 +127,7 @@ def test_unsafe_switches_are_off_by_default():
     assert not any(getattr(state, name) for name in dir(state) if name.startswith("unsafe_"))
     assert not ProducerStateManager().unsafe_no_dedup
     part = Partition("t", 0, None, MemLog(), 1, epoch_checkpoint=_NoCheckpoint())
-    assert not part.producers.unsafe_no_dedup
+    assert not part.producers.unsafe_no_dedup and not part.unsafe_follower_read_log_end
     assert not any(getattr(part.state, name) for name in dir(part.state) if name.startswith("unsafe_"))
     with pytest.raises(ValueError):
         Partition("t", 0, None, MemLog(), 1, epoch_checkpoint=_NoCheckpoint(),

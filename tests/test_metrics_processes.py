@@ -5,28 +5,14 @@ and restarted, and the counters and gauges must say exactly what happened."""
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from cluster_helpers import fast_overrides, start_cluster, wait_until
+from cluster_helpers import fast_overrides, scrape, start_cluster, value, wait_until
 
 TOPIC = "metered"
 PARTITIONS = 3
 RECORDS = 3000
-
-
-def scrape(node) -> dict:
-    """(sample name, frozenset of labels) -> value, from the node's metrics endpoint."""
-    with urllib.request.urlopen(node.metrics_url, timeout=10) as resp:
-        text = resp.read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def value(samples: dict, name: str, **labels) -> float:
-    return samples[(name, frozenset(labels.items()))]
 
 
 def total(cluster, name: str, nodes=None, **labels) -> float:

@@ -14,9 +14,9 @@ disks, deterministic from one seed (``broker/sim/simulation.py``).
     python -m broker.sim --seeds 2000 --unsafe skip_truncation_on_divergence   # a mutation
 """
 
-# Every mutation the simulation must catch: the simulator's own switches and the fault
-# suite's acks=all one (kraft.unsafe.ack.before.replication).
-SWITCHES = ("unsafe_ack_before_replication",) + SIM_UNSAFE_SWITCHES
+# Every mutation the simulation must catch: the simulator's own switches and the product's
+# (kraft.unsafe.ack.before.replication, kraft.unsafe.follower.read.log.end).
+SWITCHES = ("unsafe_ack_before_replication", "unsafe_follower_read_log_end") + SIM_UNSAFE_SWITCHES
 
 
 def switch_names(names) -> frozenset[str]:

@@ -1,14 +1,15 @@
 """Deterministic simulation of one partition's data plane, driven by one 64-bit seed.
 
-The seed chooses the cluster (2-5 brokers, every one a replica, ``min.insync.replicas``
-1 or 2), the clients (producers with acks 0, 1 or all, idempotent or not; one consumer),
-the network (delays, drops, partitions) and the faults: process crashes, power losses that
-cut each disk back to what it flushed (``broker/sim/disk.py``), graceful shutdowns, and
-leadership moves.  Each broker runs the real ``broker.partition.Partition`` (and through
-it ``PartitionState``, ``ProducerStateManager`` and ``LeaderEpochCache``) over an in-memory
-log; what a replica fetcher, the data path and the reconciler do around it is done here in
-their order (see ``_on_fetch``, ``_on_produce``).  The controller is the model of
-``broker/sim/controller.py``.  Everything runs from one event queue ordered by (time,
+The seed chooses the cluster (2-5 brokers, every one a replica, ``min.insync.replicas`` 1 or
+2), the clients (producers with acks 0, 1 or all, idempotent or not; a consumer of the
+leader and one of any replica, as KIP-392 allows), the network (delays, drops, partitions)
+and the faults: process crashes, power losses that cut each disk back to what it flushed
+(``broker/sim/disk.py``), graceful shutdowns, and leadership moves. Each broker runs the
+real ``broker.partition.Partition`` (and through it ``PartitionState``,
+``ProducerStateManager`` and ``LeaderEpochCache``) over an in-memory log; what a replica
+fetcher, the data path and the reconciler do around it is done here in their order (see
+``_on_fetch``, ``_on_produce``). The controller is the model of
+``broker/sim/controller.py``. Everything runs from one event queue ordered by (time,
 sequence), so a seed replays exactly.
 
 A run has a fault phase, then a healed phase (network whole, every broker up, producers
@@ -38,6 +39,10 @@ from kraft.records.payload import validate_payload
 from kraft.seeds import crash_text
 
 MASK64 = (1 << 64) - 1
+READER_SALT = 0x5EED_F011_0E3E_AD00  # the replica reader's random stream: Random(seed ^ this)
+# The product's own unsafe switches (server.properties keys), which Partition takes by name;
+# the rest are the simulation's mutations of the cores (SIM_UNSAFE_SWITCHES).
+PRODUCT_SWITCHES = frozenset({"unsafe_ack_before_replication", "unsafe_follower_read_log_end"})
 CONTROLLER = 0
 TOPIC = "t"
 RETRIABLE = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT,
@@ -155,6 +160,10 @@ class Simulation:
         self.known_incarnation = {b: 1 for b in ids}
         self.producers = [Client(100 + i, acks, idem) for i, (acks, idem) in enumerate(self.p.producers)]
         self.consumer = Client(99, 0, False)
+        # A consumer reading from any replica (KIP-392), on a random stream of its own so the
+        # other events run as they would without it (the seeds that found bugs stay the same)
+        self.reader = Client(98, 0, False)
+        self.reader_rng = Random(self.seed ^ READER_SALT)
         self.marker: Client | None = None
         self.oracle = Oracle(set())
         self.heard: dict[tuple[int, int], int] = {}  # (leader, follower) -> its power losses then
@@ -220,6 +229,7 @@ class Simulation:
         for c in self.producers:
             self._at(self.rng.uniform(0, p.produce_every_ms), "produce", c.id)
         self._at(self.rng.uniform(0, 50), "consume")
+        self._at(self.reader_rng.uniform(0, 50), "replica_read")
         self._at(self.rng.expovariate(1 / p.fault_every_ms), "fault")
         if p.delete_every_ms:
             self._at(self.rng.expovariate(1 / p.delete_every_ms), "delete_records")
@@ -269,8 +279,8 @@ class Simulation:
         b.waits = {}
         b.partition = Partition(TOPIC, 0, None, b.disk.log, b.id, high_watermark=b.disk.hw_checkpoint,
                                 unsafe_ack_before_replication="unsafe_ack_before_replication" in self.unsafe,
-                                epoch_checkpoint=b.disk.epochs,
-                                sim_unsafe=self.unsafe - {"unsafe_ack_before_replication"})
+                                unsafe_follower_read_log_end="unsafe_follower_read_log_end" in self.unsafe,
+                                epoch_checkpoint=b.disk.epochs, sim_unsafe=self.unsafe - PRODUCT_SWITCHES)
         self.log(f"b{b.id} starts (incarnation {b.incarnation}): log [{b.disk.log.log_start_offset}, "
                  f"{b.disk.log.log_end_offset}) hw {b.partition.state.high_watermark}")
         inc = b.incarnation
@@ -604,15 +614,19 @@ class Simulation:
         self._at(self.now + self.rng.uniform(40, 120), "consume")
 
     def _on_consume(self, b: SimBroker, src: int, offset: int) -> None:
-        """A consumer fetch, as ``DataPath._read_partition`` serves one: up to the HW."""
-        st = b.partition.state
-        if st.check_leader_epoch(None) != ErrorCode.NONE:
+        """A consumer fetch of the leader (Fetch before v11)."""
+        if b.partition.state.check_leader_epoch(None) != ErrorCode.NONE:
             self.consumer.leader = None
             return
+        self._read(self.consumer, b, offset)
+
+    def _read(self, client: Client, b: SimBroker, offset: int) -> None:
+        """A consumer's read of ``b``, as ``DataPath._read_partition`` serves one: up to
+        ``Partition.consumer_read_bound``, the replica's own high watermark."""
         try:
-            data = b.partition.log.read(offset, max_offset=st.high_watermark)
+            data = b.partition.log.read(offset, max_offset=b.partition.consumer_read_bound(False))
         except OffsetOutOfRangeError:  # auto.offset.reset=earliest
-            self.consumer.offset = b.partition.log.log_start_offset
+            client.offset = b.partition.log.log_start_offset
             return
         ids = [(h.max_timestamp, i) for d in data for _, h in iter_batches(d, check_crc=False)
                for i in range(h.last_offset_delta + 1)]
@@ -620,7 +634,21 @@ class Simulation:
             first = next(iter_batches(data[0], check_crc=False))[1].base_offset
             ids = ids[offset - first:]
             self.oracle.check_consumed(offset, ids, b.id)
-            self.consumer.offset = offset + len(ids)
+            client.offset = offset + len(ids)
+
+    def _ev_replica_read(self) -> None:
+        """A Fetch v11+ consumer asks any replica (KIP-392); the fetch reaches it after a
+        network delay, or not at all when the link drops it."""
+        rng = self.reader_rng
+        target = rng.choice(sorted(self.brokers))
+        if rng.random() >= self.drop:
+            self._at(self.now + rng.uniform(0.2, self.p.delay_max_ms), "replica_read_at", target)
+        self._at(self.now + rng.uniform(40, 120), "replica_read")
+
+    def _ev_replica_read_at(self, broker_id: int) -> None:
+        b = self.brokers[broker_id]
+        if b.up and b.partition.state.check_leader_epoch(None, require_leader=False) == ErrorCode.NONE:
+            self._read(self.reader, b, self.reader.offset)
 
     def _ev_delete_records(self) -> None:
         """An admin's DeleteRecords (``broker/delete_records.py``'s checks): at the leader,

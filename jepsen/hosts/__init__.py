@@ -40,7 +40,7 @@ def make_hosts(kind: str, node_ids: Sequence[int], **options) -> Hosts:
 def configure_kraft(hosts: Hosts, base_dir: str | os.PathLike, *, brokers: int = 0,
                     overrides: dict[str, str] | None = None, cluster_id: str | None = None,
                     format: bool = True, broker_port: int = 9092, controller_port: int = 9093,
-                    security=None):
+                    security=None, node_overrides: dict[int, dict[str, str]] | None = None):
     """Lay out a kraft cluster on ``hosts`` with ``kraft.local_cluster.LocalCluster`` (configs,
     ``kraftctl format``) and configure each node to run ``kraftctl start`` with its clock
     offset file and fsync journal.  ``hosts.nodes`` must be 1..N (kraft node ids); the last
@@ -59,7 +59,7 @@ def configure_kraft(hosts: Hosts, base_dir: str | os.PathLike, *, brokers: int =
         raise ValueError("configure_kraft needs node ids 1..N")
     addresses = [hosts.address(node) for node in hosts.nodes]
     common = dict(controllers=n - brokers, brokers=brokers, overrides=overrides,
-                  cluster_id=cluster_id, security=security)
+                  cluster_id=cluster_id, security=security, node_overrides=node_overrides)
     if hosts.kind == "local":
         cluster = LocalCluster(base_dir, hosts=addresses, **common)
     else:

@@ -219,7 +219,8 @@ class ConfluentQueue:
     """A producer and an assign-based consumer (librdkafka)."""
 
     def __init__(self, bootstrap: str, topic: str, *, timeout_s: float = 5.0,
-                 group: str | None = None, max_poll: int = 100, group_protocol: str = "classic"):
+                 group: str | None = None, max_poll: int = 100, group_protocol: str = "classic",
+                 client_rack: str | None = None):
         from confluent_kafka import Consumer, Producer
 
         self.topic = topic
@@ -240,6 +241,7 @@ class ConfluentQueue:
             "enable.auto.commit": False, "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest", "log_level": 0, "socket.timeout.ms": ms,
             **group_settings, "fetch.wait.max.ms": 100, "topic.metadata.refresh.interval.ms": 1000,
+            **({"client.rack": client_rack} if client_rack else {}),
             **_librdkafka_debug(),
         }))
         self.positions: dict[int, int] = {}

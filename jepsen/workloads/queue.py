@@ -95,7 +95,7 @@ class QueueWorkload:
 
     def __init__(self, keys: int = 4, client: str = "confluent", sub_via: str = "assign",
                  timeout_s: float = 5.0, weights: dict[str, int] | None = None,
-                 group_protocol: str = "classic", **_ignored):
+                 group_protocol: str = "classic", racks: list[str] | None = None, **_ignored):
         if group_protocol not in GROUP_PROTOCOLS:
             raise ValueError(f"group_protocol must be one of {', '.join(GROUP_PROTOCOLS)}")
         if group_protocol != "classic" and (sub_via != "subscribe" or client != "confluent"):
@@ -106,6 +106,9 @@ class QueueWorkload:
         self.group_protocol = group_protocol
         self.timeout_s = timeout_s
         self.weights = weights
+        if racks and client != "confluent":
+            raise ValueError("racks (client.rack) need the confluent client")
+        self.racks = racks  # each process's consumer in one of them, in turn (KIP-392)
 
     def topics(self) -> list[tuple[str, int]]:
         return [(TOPIC, self.keys)]
@@ -116,6 +119,9 @@ class QueueWorkload:
     def open_client(self, bootstrap: str, process: Any):
         protocol, group = self.group_of(process)
         extra = {"group_protocol": protocol} if protocol != "classic" else {}
+        if self.racks:
+            turn = process if isinstance(process, int) else sum(map(ord, str(process)))  # no hash(): seeded runs repeat
+            extra["client_rack"] = self.racks[turn % len(self.racks)]
         return queue_client(self.client, bootstrap, TOPIC, timeout_s=self.timeout_s, group=group, **extra)
 
     def group_of(self, process: Any) -> tuple[str, str | None]:
