@@ -38,7 +38,7 @@ BROKER_APIS: dict[str, tuple[int, int]] = {
     "AlterPartitionReassignments": (0, 0), "ListPartitionReassignments": (0, 0),
     "DescribeAcls": (0, 3), "CreateAcls": (0, 3), "DeleteAcls": (0, 3),
     "DescribeClientQuotas": (0, 1), "AlterClientQuotas": (0, 1),
-    "AddRaftVoter": (0, 0), "RemoveRaftVoter": (0, 0), "UpdateFeatures": (0, 2),
+    "AddRaftVoter": (0, 0), "RemoveRaftVoter": (0, 0), "UpdateFeatures": (0, 2), "DescribeTopicPartitions": (0, 0),
 }
 VOTER_CHANGES = frozenset({"AddRaftVoter", "RemoveRaftVoter"})
 # Describe too: answered from the controller's image, it sees a change the moment it commits.
@@ -129,6 +129,8 @@ class BrokerApi:
             return self.data.list_offsets(body, version)
         if api == "Metadata":
             return await self.metadata_response(body, version, listener)
+        if api == "DescribeTopicPartitions":
+            return self.describe_topic_partitions(body, listener)
         if api == "ApiVersions":
             return self.api_versions(version)
         if api == "OffsetForLeaderEpoch":
@@ -299,6 +301,18 @@ class BrokerApi:
                            "topic_authorized_operations": -2147483648})
         return {"brokers": brokers, "cluster_id": self.cluster_id, "controller_id": self._controller_id(alive),
                 "topics": topics, "cluster_authorized_operations": -2147483648}
+
+    def describe_topic_partitions(self, body: dict, listener: str | None = None) -> dict:
+        """DescribeTopicPartitions (``broker.describe_topic_partitions``), from one image."""
+        from broker import describe_topic_partitions as dtp
+
+        alive = {b.id for b in self._active_brokers() if self._endpoint(b, listener) is not None}
+        try:
+            return dtp.describe(body, self.metadata.image, lambda topic: self._partitions(topic, alive)[0],
+                                self.config["max.request.partition.size.limit"], _legal_topic_name)
+        except dtp.InvalidRequest as exc:
+            log.info("DescribeTopicPartitions refused: %s", exc)
+            return dtp.error_answer(body, ErrorCode.INVALID_REQUEST)
 
     def _partitions(self, topic, alive: set[int]) -> tuple[list[dict], bool]:
         """A topic's partitions as Metadata answers them, and whether they were built now

@@ -416,6 +416,15 @@ def _cluster_op(api: str, op: Op):
     return check
 
 
+def _describe_topic_partitions(caller: Caller, version: int, body: dict):
+    """The handler filters (``broker.describe_topic_partitions``): the page it fills must
+    count only the topics the caller may describe."""
+    from broker.describe_topic_partitions import MAY_DESCRIBE, TOPIC_OPERATIONS
+
+    return Narrowed({**body, MAY_DESCRIBE: lambda name: caller.topic(Op.DESCRIBE, name),
+                     TOPIC_OPERATIONS: lambda name: caller.operations(ResourceType.TOPIC, name)}, lambda answer: answer)
+
+
 def _init_producer_id(caller: Caller, version: int, body: dict):
     txn_id = body["transactional_id"]
     if txn_id is not None:
@@ -703,6 +712,7 @@ CHECKS: dict[str, Callable] = {
     "ListPartitionReassignments": _cluster_op("ListPartitionReassignments", Op.DESCRIBE),
     "AlterClientQuotas": _cluster_op("AlterClientQuotas", Op.ALTER_CONFIGS),
     "UpdateFeatures": _cluster_op("UpdateFeatures", Op.ALTER),
+    "DescribeTopicPartitions": _describe_topic_partitions,
     "DescribeClientQuotas": _cluster_op("DescribeClientQuotas", Op.DESCRIBE_CONFIGS),
     "DescribeLogDirs": _cluster_op("DescribeLogDirs", Op.DESCRIBE),
     "DescribeQuorum": _cluster_op("DescribeQuorum", Op.DESCRIBE),

@@ -203,6 +203,8 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("producer.id.expiration.check.interval.ms", "int", 600000, validate=_at_least(1)),
     _K("request.timeout.ms", "int", 30000),
     _K("socket.request.max.bytes", "int", 104857600, validate=_at_least(1)),
+    # the most partitions one DescribeTopicPartitions answer holds (broker.describe_topic_partitions)
+    _K("max.request.partition.size.limit", "int", 2000, validate=_at_least(1)),
     # Connection limits (broker.connection_limits)
     _K("max.connections", "int", 2**31 - 1, validate=_at_least(0)),
     _K("max.connections.per.ip", "int", 2**31 - 1, validate=_at_least(0)),

@@ -597,6 +597,20 @@ async def admin_steps(s: Session, rf: int) -> None:
         "feature_updates": [{"feature": "no.such.version", "max_version_level": 1, "upgrade_type": 1,
                              "allow_downgrade": False}]})
 
+    dtp = "DescribeTopicPartitions"
+    if dtp in s.versions:  # Kafka 4's describeTopics
+        await s.call("DescribeTopicPartitions one topic", dtp, {
+            "topics": [{"name": s.p}], "response_partition_limit": 2000, "cursor": None})
+        await s.call("DescribeTopicPartitions unknown and invalid topics", dtp, {
+            "topics": [{"name": s.p + "-no-such-topic"}, {"name": "bad/name"}], "response_partition_limit": 2000,
+            "cursor": None})
+        await s.call("DescribeTopicPartitions a page of one from a cursor", dtp, {
+            "topics": [{"name": s.p}], "response_partition_limit": 1,
+            "cursor": {"topic_name": s.p, "partition_index": 1}})
+        await s.call("DescribeTopicPartitions cursor outside the topics", dtp, {
+            "topics": [{"name": s.p}], "response_partition_limit": 2000,
+            "cursor": {"topic_name": s.p + "-zzz", "partition_index": 0}})
+
     md = "Metadata"
     one = await s.call("Metadata one topic", md, {"topics": [{"name": s.p}], "allow_auto_topic_creation": False})
     if s.versions[md] >= 12:  # by topic id, as Kafka 4's consumer asks for the topics it is assigned

@@ -213,6 +213,19 @@ def test_acl_matrix_with_confluent_kafka_and_kafka_python(cluster):
     # describe: Metadata lists only the topics one may describe
     assert "matrix" in admin(cluster, "alice").list_topics(timeout=30).topics
     assert "matrix" not in admin(cluster, "carol").list_topics(timeout=30).topics
+    # and so does DescribeTopicPartitions (Kafka 4's describeTopics): carol's page counts only
+    # what she may see, a topic she names is refused without saying whether it exists
+    node = cluster.brokers[0]
+
+    def described(user, names):
+        return request(node.host, node.broker_port, "DescribeTopicPartitions", 0, {
+            "topics": [{"name": n} for n in names], "response_partition_limit": 2000, "cursor": None},
+            security=cluster.security.client_security(user=user))["topics"]
+    assert [(t["name"], t["error_code"], t["topic_authorized_operations"]) for t in described("alice", ["matrix"])] \
+        == [("matrix", 0, (1 << 3) | (1 << 4) | (1 << 8) | (1 << 10) | (1 << 11))]  # read write describe *_configs
+    assert [(t["name"], t["error_code"]) for t in described("carol", ["matrix", "nope"])] == [
+        ("matrix", KafkaError.TOPIC_AUTHORIZATION_FAILED), ("nope", KafkaError.TOPIC_AUTHORIZATION_FAILED)]
+    assert "matrix" not in {t["name"] for t in described("carol", [])}
     # create: alice under her prefix only
     a, b = admin(cluster, "alice"), admin(cluster, "bob")
     a.create_topics([NewTopic("alice-new", 1, 3)])["alice-new"].result(60)

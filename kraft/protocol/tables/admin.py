@@ -412,4 +412,34 @@ response 0-2 flex=0+
     Feature string 0+
     ErrorCode int16 0+
     ErrorMessage string 0+ null=0+
+
+api DescribeTopicPartitions 75
+request 0-0 flex=0+
+  Topics []TopicRequest 0+
+    Name string 0+
+  ResponsePartitionLimit int32 0+ default=2000
+  Cursor Cursor 0+ null=0+ default=null
+    TopicName string 0+
+    PartitionIndex int32 0+
+response 0-0 flex=0+
+  ThrottleTimeMs int32 0+
+  Topics []DescribeTopicPartitionsResponseTopic 0+
+    ErrorCode int16 0+
+    Name string 0+ null=0+
+    TopicId uuid 0+
+    IsInternal bool 0+ default=false
+    Partitions []DescribeTopicPartitionsResponsePartition 0+
+      ErrorCode int16 0+
+      PartitionIndex int32 0+
+      LeaderId int32 0+
+      LeaderEpoch int32 0+ default=-1
+      ReplicaNodes []int32 0+
+      IsrNodes []int32 0+
+      EligibleLeaderReplicas []int32 0+ null=0+ default=null
+      LastKnownElr []int32 0+ null=0+ default=null
+      OfflineReplicas []int32 0+
+    TopicAuthorizedOperations int32 0+ default=-2147483648
+  NextCursor Cursor 0+ null=0+ default=null
+    TopicName string 0+
+    PartitionIndex int32 0+
 """
