@@ -217,6 +217,37 @@ def test_every_tool_in_the_table(cluster):
                 "--timeout", "30000")
     assert int(perf.strip().splitlines()[-1].split(",")[4]) >= 20000
 
+    # verifiable clients, both group protocols; the copier's transactions read back read_committed
+    produced = tool("kafka-verifiable-producer", "--bootstrap-server", bs, "--topic", topic, "--max-messages", "300")
+    assert '"acked":300' in produced
+    for protocol in ("classic", "consumer"):
+        consumed = tool("kafka-verifiable-consumer", "--bootstrap-server", bs, "--topic", topic, "--group-id",
+                        f"{group}-{protocol}", "--group-protocol", protocol, "--max-messages", "300")
+        assert sum(json.loads(line)["count"] for line in consumed.splitlines()
+                   if '"records_consumed"' in line) >= 300, consumed
+    copy = f"{topic}-copy"
+    tool("kafka-topics", "--bootstrap-server", bs, "--create", "--topic", copy, "--partitions", "4",
+         "--replication-factor", "3")
+    copied = 0
+    for partition in range(4):
+        copier = tool("kafka-transactional-message-copier", "--broker-list", bs, "--input-topic", topic,
+                      "--input-partition", str(partition), "--output-topic", copy, "--transactional-id",
+                      f"copier-{partition}", "--consumer-group", f"{group}-copier", "--transaction-size", "20",
+                      "--enable-random-aborts")
+        copied += json.loads(copier.strip().splitlines()[-1])["totalProcessed"]
+    read = tool("kafka-console-consumer", "--bootstrap-server", bs, "--topic", copy, "--from-beginning",
+                "--isolation-level", "read_committed", "--timeout-ms", "10000", "--max-messages", "100000")
+    assert len(read.splitlines()) == copied >= 300
+    # the rest of the table's one-liners
+    assert "ApiVersions(18)" in tool("kafka-broker-api-versions", "--bootstrap-server", bs)
+    assert "Cluster ID:" in tool("kafka-cluster", "cluster-id", "--bootstrap-server", bs)
+    assert f"{group}-consumer" in tool("kafka-groups", "--bootstrap-server", bs, "--list")
+    assert topic in tool("kafka-log-dirs", "--bootstrap-server", bs, "--describe", "--topic-list", topic)
+    assert "Avg latency" in tool("kafka-e2e-latency", bs, f"{topic}-latency", "100", "all", "100")
+    assert "Done." in tool("kafka-streams-application-reset", "--bootstrap-server", bs, "--application-id",
+                           f"{group}-classic", "--input-topics", topic, "--dry-run")
+    tool("kafka-leader-election", "--bootstrap-server", bs, "--election-type", "preferred", "--all-topic-partitions")
+
     tool("kafka-topics", "--bootstrap-server", bs, "--delete", "--topic", topic)
 
 
