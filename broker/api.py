@@ -8,7 +8,7 @@ import logging
 import trio
 
 from broker import broker_loggers
-from broker.authorization import ACL_APIS, RequestAuthorization, security_disabled
+from broker.authorization import ACL_APIS, RequestAuthorization, security_disabled, with_every_operation
 from broker.controller_channel import ControllerChannel, ControllerUnavailable
 from broker.data_path import DataPath
 from broker.delete_records import delete_records
@@ -109,7 +109,7 @@ class BrokerApi:
             await self._until_ready(request.api, request.body)
         if self.authorization is not None:
             return await self.authorization.handle(request, lambda allowed: self._route(allowed, listener))
-        return await self._route(request, listener)
+        return with_every_operation(request.api, request.version, request.body, await self._route(request, listener))
 
     async def produce_burst(self, requests: list[rpc.Request]) -> list | None:
         """Consecutive Produce requests of one connection answered together

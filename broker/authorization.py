@@ -34,6 +34,7 @@ from kraft.security.authorizer import (
     AclOperation as Op,
     Authorizer,
     ResourceType,
+    every_operation,
     parse_super_users,
 )
 from metadata.controller.common import error_response as every_item_failed
@@ -133,6 +134,26 @@ class RequestAuthorization:
                 return verdict.merge(await finish())
             return Deferred(merged)
         return verdict.merge(answer)
+
+
+def with_every_operation(api: str, version: int, body: dict, answer: dict | None) -> dict | None:
+    """``answer`` with the authorized operations the request asked for set as Kafka sets
+    them without an authorizer: every operation of the resource (admin UIs read them to
+    decide what to offer).  With an authorizer, ``RequestAuthorization`` sets them instead."""
+    if not isinstance(answer, dict):
+        return answer
+    if api == "Metadata" and version >= 8:
+        if body.get("include_topic_authorized_operations"):
+            for t in answer["topics"]:
+                t["topic_authorized_operations"] = every_operation(ResourceType.TOPIC)
+        if version <= 10 and body.get("include_cluster_authorized_operations"):
+            answer["cluster_authorized_operations"] = every_operation(ResourceType.CLUSTER)
+    elif api == "DescribeCluster" and body.get("include_cluster_authorized_operations"):
+        answer["cluster_authorized_operations"] = every_operation(ResourceType.CLUSTER)
+    elif api in ("DescribeGroups", "ConsumerGroupDescribe") and body.get("include_authorized_operations"):
+        for g in answer["groups"]:
+            g["authorized_operations"] = every_operation(ResourceType.GROUP)
+    return answer
 
 
 def security_disabled(api: str, body: dict) -> dict:
@@ -261,9 +282,9 @@ def _metadata(caller: Caller, version: int, body: dict, auto_create_topics: bool
     def finish(answer, keep=None):
         topics = [t for t in answer["topics"] if (keep(t) if keep else
                   t["name"] is None or caller.topic(Op.DESCRIBE, t["name"]))]
-        if with_topic_ops:
+        if with_topic_ops:  # every named topic, as Kafka (an unknown one's are what its name allows)
             for t in topics:
-                if not t["error_code"] and t["name"]:
+                if t["name"]:
                     t["topic_authorized_operations"] = caller.operations(ResourceType.TOPIC, t["name"])
         answer["topics"] = topics
         if with_cluster_ops:

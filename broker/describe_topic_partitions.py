@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kraft.protocol.error_codes import ErrorCode
-from kraft.security.authorizer import SUPPORTED_OPERATIONS, ResourceType
+from kraft.security.authorizer import ResourceType, every_operation
 from metadata.controller.topics import INTERNAL_TOPICS
 
 # Put into the request by the authorization layer (``broker.authorization``) when ACLs are
@@ -25,7 +25,6 @@ from metadata.controller.topics import INTERNAL_TOPICS
 MAY_DESCRIBE = "kraft_may_describe"
 TOPIC_OPERATIONS = "kraft_topic_operations"
 TOPIC_DENIED = 29  # TOPIC_AUTHORIZATION_FAILED
-EVERY_TOPIC_OPERATION = sum(1 << op for op in SUPPORTED_OPERATIONS[ResourceType.TOPIC])
 
 
 class InvalidRequest(ValueError):
@@ -57,7 +56,8 @@ def describe(body: dict, image, partitions_of: Callable, limit_max: int, legal_n
     if may_describe is not None:
         denied = [] if every else [n for n in names if not may_describe(n)]
         names = [n for n in names if may_describe(n)]
-    operations = body.get(TOPIC_OPERATIONS) or (lambda name: EVERY_TOPIC_OPERATION)
+    all_operations = every_operation(ResourceType.TOPIC)
+    operations = body.get(TOPIC_OPERATIONS) or (lambda name: all_operations)
     remaining = max(min(limit_max, body["response_partition_limit"]), 1)
     topics, next_cursor = [], None
     for name in names:

@@ -22,7 +22,7 @@ from broker.group.service import GroupCoordinatorService
 from broker.lifecycle import BrokerLifecycle
 from broker.metadata_listener import MetadataListener
 from broker.connection_limits import ConnectionLimits, ConnectionQuotas
-from broker.authorization import RequestAuthorization, controller_check
+from broker.authorization import RequestAuthorization, controller_check, with_every_operation
 from broker.client_quotas import ClientQuotaEnforcer
 from broker.network import serve_kafka
 from broker.network_security import ListenerAuth
@@ -423,7 +423,8 @@ class Node:
     async def _controller_request(self, request: rpc.Request) -> dict:
         if self.controller_authorization is not None:  # ACLs, as on the broker listeners
             return await self.controller_authorization.handle(request, self._route_controller_request)
-        return await self._route_controller_request(request)
+        return with_every_operation(request.api, request.version, request.body,
+                                    await self._route_controller_request(request))
 
     async def _route_controller_request(self, request: rpc.Request) -> dict:
         api = request.api

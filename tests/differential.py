@@ -613,6 +613,15 @@ async def admin_steps(s: Session, rf: int) -> None:
 
     md = "Metadata"
     one = await s.call("Metadata one topic", md, {"topics": [{"name": s.p}], "allow_auto_topic_creation": False})
+    # what an admin UI asks to know which buttons to offer; no authorizer on either side
+    await s.call("Metadata with authorized operations", md, {
+        "topics": [{"name": s.p}, {"name": s.p + "-no-such-topic"}], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": True, "include_cluster_authorized_operations": True})
+    await s.call("Metadata v10 with cluster authorized operations", md, {
+        "topics": [{"name": s.p}], "allow_auto_topic_creation": False, "include_topic_authorized_operations": True,
+        "include_cluster_authorized_operations": True}, version=10)
+    await s.call("DescribeCluster with authorized operations", "DescribeCluster", {
+        "include_cluster_authorized_operations": True, "endpoint_type": 1, "include_fenced_brokers": False})
     if s.versions[md] >= 12:  # by topic id, as Kafka 4's consumer asks for the topics it is assigned
         topic_id = one["topics"][0]["topic_id"]
         await s.call("Metadata by topic id", md, {"topics": [{"name": None, "topic_id": topic_id}],
@@ -715,6 +724,8 @@ async def group_steps(s: Session) -> None:
     # One group per request: in a cluster each goes to its own coordinator.
     for label, g in (("", group), (" standalone group", s.p + "-simple"), (" unknown group", s.p + "-no-such-group")):
         await s.call(f"DescribeGroups{label}", "DescribeGroups", {"groups": [g], "include_authorized_operations": False})
+    await s.call("DescribeGroups with authorized operations", "DescribeGroups",
+                 {"groups": [group], "include_authorized_operations": True})
     await s.call("ListGroups", "ListGroups", {"states_filter": [], "types_filter": []})
     await s.call("ListGroups state Stable", "ListGroups", {"states_filter": ["Stable"], "types_filter": []})
     await s.call("DeleteGroups non-empty", "DeleteGroups", {"groups_names": [group]})
@@ -761,6 +772,8 @@ async def consumer_group_steps(s: Session) -> None:
         await s.call(f"ConsumerGroupDescribe{label}", cgd, {"group_ids": [g], "include_authorized_operations": False})
     await s.call("DescribeGroups of a consumer group", "DescribeGroups",
                  {"groups": [group], "include_authorized_operations": False})
+    await s.call("ConsumerGroupDescribe with authorized operations", cgd,
+                 {"group_ids": [group], "include_authorized_operations": True})
     await s.call("ListGroups type consumer", "ListGroups", {"states_filter": [], "types_filter": ["consumer"]})
     await s.call("DeleteGroups consumer group in use", "DeleteGroups", {"groups_names": [group]})
     await s.call("ConsumerGroupHeartbeat leave", cgh, {**beat, "member_epoch": -1})
