@@ -391,7 +391,8 @@ class BrokerApi:
 
         results = []
         for res in body["resources"]:
-            results.append(describe_resource(self.config, self.metadata.image, res))
+            results.append(describe_resource(self.config, self.metadata.image, res,
+                                             body.get("include_synonyms", False)))
         return {"results": results}
 
     # ------------------------------------------------------------------ forwarding

@@ -85,6 +85,35 @@ def topic_defaults(config: ServerConfig) -> dict[str, tuple[str, int, int]]:
     }
 
 
+# Kafka's DynamicBrokerConfig.brokerConfigSynonyms: a broker key with the keys that stand in
+# for it when it is unset, in precedence order
+_RETENTION = ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
+_ROLL = ("log.roll.ms", "log.roll.hours")
+_JITTER = ("log.roll.jitter.ms", "log.roll.jitter.hours")
+_BROKER_KEY_SYNONYMS = {**dict.fromkeys(_RETENTION, _RETENTION), **dict.fromkeys(_ROLL, _ROLL),
+                        **dict.fromkeys(_JITTER, _JITTER),
+                        "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms")}
+# topic key -> its broker key (BROKER_LOG_SYNONYMS inverted)
+_TOPIC_BROKER_KEY = {topic_key: broker_key for broker_key, topic_key in BROKER_LOG_SYNONYMS.items()}
+
+
+def broker_synonyms(config: ServerConfig, image: MetadataImage, key: str, sensitive: bool = False) -> list[dict]:
+    """DescribeConfigs' synonyms of broker key ``key`` on this node, as Kafka's configSynonyms:
+    every setting of it and of the keys standing in for it, this broker's dynamic ones first,
+    then the cluster-wide dynamic defaults, the file, the defaults; from ``key``'s own first."""
+    names = _BROKER_KEY_SYNONYMS.get(key, (key,))
+    layers = ((DYNAMIC_BROKER_CONFIG, image.config(ConfigResourceType.BROKER, str(config.node_id))),
+              (DYNAMIC_DEFAULT_BROKER_CONFIG, image.config(ConfigResourceType.BROKER, "")),
+              (STATIC_BROKER_CONFIG, config.originals),
+              (DEFAULT_CONFIG, {n: _as_text(KEYS[n].default) for n in names
+                                if n in KEYS and KEYS[n].default is not None}))
+    out = [{"name": n, "value": None if sensitive else _as_text(values[n]), "source": source}
+           for source, values in layers for n in names if n in values]
+    while out and out[0]["name"] != key:  # Kafka drops what precedes the key's own
+        out.pop(0)
+    return out
+
+
 def _entry(name, value, source, type_, sensitive=False, read_only=False) -> dict:
     return {"name": name, "value": None if sensitive else value, "read_only": read_only,
             "is_default": source == DEFAULT_CONFIG, "config_source": source, "is_sensitive": sensitive,
@@ -110,7 +139,7 @@ def broker_key_defaults(config: ServerConfig) -> dict[str, tuple[str | None, int
             for name in KEYS if name not in config.originals}
 
 
-def describe_resource(config: ServerConfig, image: MetadataImage, res: dict) -> dict:
+def describe_resource(config: ServerConfig, image: MetadataImage, res: dict, include_synonyms: bool = False) -> dict:
     rtype, name = res["resource_type"], res["resource_name"]
     keys = res["configuration_keys"]
     out = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": name, "configs": []}
@@ -126,6 +155,13 @@ def describe_resource(config: ServerConfig, image: MetadataImage, res: dict) -> 
                                  else _type_of(TOPIC_CONFIGS, topic_key))
         for k, v in image.config(ConfigResourceType.TOPIC, name).items():
             values[k] = (v, DYNAMIC_TOPIC_CONFIG, values[k][2] if k in values else _type_of(TOPIC_CONFIGS, k))
+        # A default's source is its broker key's first synonym's, as Kafka's (STATIC_BROKER_CONFIG
+        # for a key server.properties sets)
+        for k, (v, source, type_) in list(values.items()):
+            if source == DEFAULT_CONFIG and k in _TOPIC_BROKER_KEY:
+                found = broker_synonyms(config, image, _TOPIC_BROKER_KEY[k])
+                if found:
+                    values[k] = (v, found[0]["source"], type_)
     elif rtype == ConfigResourceType.BROKER:
         if name not in ("", str(config.node_id)):
             out.update(error_code=ErrorCode.INVALID_REQUEST,
@@ -165,9 +201,24 @@ def describe_resource(config: ServerConfig, image: MetadataImage, res: dict) -> 
     # A broker key that cannot be changed while the broker runs is read-only (Kafka: not one of
     # its dynamic broker configs); a topic's every key can be.  A password is never sent.
     broker = rtype == ConfigResourceType.BROKER
+    with_synonyms = include_synonyms
     for k in sorted(values):
         if keys is None or k in keys:
             v, source, type_ = values[k]
-            out["configs"].append(_entry(k, v, source, type_, sensitive=broker and (
-                type_ == _PASSWORD or "password" in k), read_only=broker and k not in BROKER_CONFIGS))
+            sensitive = broker and (type_ == _PASSWORD or "password" in k)
+            entry = _entry(k, v, source, type_, sensitive=sensitive, read_only=broker and k not in BROKER_CONFIGS)
+            if with_synonyms and rtype in (ConfigResourceType.TOPIC, ConfigResourceType.BROKER):
+                entry["synonyms"] = _synonyms_of(config, image, rtype, name, k, v, source, sensitive)
+            out["configs"].append(entry)
     return out
+
+
+def _synonyms_of(config, image, rtype, name, key, value, source, sensitive) -> list[dict]:
+    """As Kafka's ConfigHelper: a topic key's own override, then its broker key's synonyms; a
+    broker key's synonyms (for the cluster-wide default only the dynamic default's)."""
+    if rtype == ConfigResourceType.TOPIC:
+        own = [{"name": key, "value": value, "source": source}] if source == DYNAMIC_TOPIC_CONFIG else []
+        broker_key = _TOPIC_BROKER_KEY.get(key)
+        return own + (broker_synonyms(config, image, broker_key) if broker_key else [])
+    found = broker_synonyms(config, image, key, sensitive)
+    return found if name else [s for s in found if s["source"] == DYNAMIC_DEFAULT_BROKER_CONFIG]

@@ -457,7 +457,8 @@ class Node:
         if api == "DescribeConfigs":  # a controller's own config (kafka-configs --bootstrap-controller)
             from broker.config_defaults import describe_resource
 
-            return {"results": [describe_resource(self.config, self.controller.controller.image, res)
+            return {"results": [describe_resource(self.config, self.controller.controller.image, res,
+                                                  request.body.get("include_synonyms", False))
                                 for res in request.body["resources"]]}
         return await self.controller.handle(api, request.version, request.body,
                                             request.connection_id)

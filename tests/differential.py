@@ -79,6 +79,8 @@ MASKED = {
     "leader": "<member id>",           # JoinGroup's leader: a member id
     "producer_id": "<producer id>",
     "session_id": "<session id>",
+    "log_dir": "<log dir>",
+    "usable_bytes": "<free space>",  # the disk's, moving while the test writes
 }
 # Free text (null, empty or a sentence, as each broker likes): the error code is compared.
 MESSAGES = {"error_message", "batch_index_error_message"}
@@ -450,6 +452,7 @@ async def scenario(s: Session, *, replication: int = 1) -> None:
     rf = replication
     await admin_steps(s, rf)
     await data_steps(s, rf)
+    await log_admin_steps(s)
     await group_steps(s)
     await consumer_group_steps(s)
     await migration_steps(s)
@@ -688,6 +691,42 @@ async def data_steps(s: Session, rf: int) -> None:
     await s.call("ListOffsets leader epoch + 1", lo, _list_offsets(s.p, 0, -1, epoch=epoch + 1))
     await s.call("ListOffsets v1 (older) latest", lo, _list_offsets(s.p, 0, -1), version=1)
     await s.call("ListOffsets v5 (older) earliest", lo, _list_offsets(s.p, 0, -2), version=5)
+
+
+async def log_admin_steps(s: Session) -> None:
+    """What operators ask of the partitions data_steps wrote: epochs, producers, log dirs,
+    leader elections, record deletion, transactions, configs with synonyms."""
+    ofle = "OffsetForLeaderEpoch"
+
+    def epochs(topic, epoch, current=-1):
+        return {"replica_id": -1, "topics": [{"topic": topic, "partitions": [
+            {"partition": 0, "current_leader_epoch": current, "leader_epoch": epoch}]}]}
+    await s.call("OffsetForLeaderEpoch epoch 0", ofle, epochs(s.p, 0))
+    await s.call("OffsetForLeaderEpoch epoch ahead", ofle, epochs(s.p, 7))
+    await s.call("OffsetForLeaderEpoch fenced current epoch", ofle, epochs(s.p, 0, current=9))
+    await s.call("OffsetForLeaderEpoch unknown topic", ofle, epochs(s.p + "-no-such-topic", 0))
+    await s.call("DescribeProducers", "DescribeProducers", {"topics": [{"name": s.p, "partition_indexes": [0, 9]}]})
+    await s.call("DescribeLogDirs of the topic", "DescribeLogDirs", {"topics": [
+        {"topic": s.p, "partitions": [0, 1]}]})
+    await s.call("ElectLeaders preferred", "ElectLeaders", {"election_type": 0, "timeout_ms": 30_000,
+        "topic_partitions": [{"topic": s.p, "partitions": [0]}, {"topic": s.p + "-no-such-topic", "partitions": [0]}]})
+    dr = "DeleteRecords"
+
+    def delete(partition, offset, topic=None):
+        return {"timeout_ms": 30_000, "topics": [{"name": topic or s.p, "partitions": [
+            {"partition_index": partition, "offset": offset}]}]}
+    await s.call("DeleteRecords below the high watermark", dr, delete(2, 1))
+    await s.call("DeleteRecords past the high watermark", dr, delete(2, 1_000))
+    await s.call("DeleteRecords unknown partition", dr, delete(9, 1))
+    await s.call("DeleteRecords unknown topic", dr, delete(0, 1, s.p + "-no-such-topic"))
+    await s.call("ListTransactions", "ListTransactions", {"state_filters": [], "producer_id_filters": [],
+                                                          "duration_filter": -1, "transactional_id_pattern": None})
+    await s.call("DescribeTransactions unknown id", "DescribeTransactions",
+                 {"transactional_ids": [s.p + "-no-such-txn"]})
+    await s.call("DescribeConfigs topic with synonyms", "DescribeConfigs", {
+        "resources": [{"resource_type": 2, "resource_name": s.p,
+                       "configuration_keys": ["retention.ms", "cleanup.policy", "max.message.bytes"]}],
+        "include_synonyms": True, "include_documentation": False})
 
 
 async def group_steps(s: Session) -> None:

@@ -337,9 +337,10 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ admin
 
     def describe(self, transactional_id: str) -> dict:
+        # Beside an error the schema's defaults, zeros, as Kafka answers (found by the differential test)
         out = {"error_code": 0, "transactional_id": transactional_id, "transaction_state": "",
-               "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
-               "producer_epoch": -1, "topics": []}
+               "transaction_timeout_ms": 0, "transaction_start_time_ms": 0, "producer_id": 0,
+               "producer_epoch": 0, "topics": []}
         error = self.coordinator_error(transactional_id)
         meta = self.txns.get(transactional_id)
         if error == ErrorCode.NONE and meta is None:
