@@ -1019,7 +1019,7 @@ def report(c: Comparison, known: list[KnownDifference]) -> str:
         text = repr(v)
         return text if len(text) <= 80 else text[:77] + "..."
 
-    lines = [f"# Differential run: Apache Kafka vs kraft", "",
+    lines = ["# Differential run: Apache Kafka vs kraft", "",
              f"{c.steps} steps; {len(c.differences)} differences, {len(c.unexplained)} not in "
              f"docs/DIFFERENCES.md.", ""]
     if c.unexplained:
