@@ -20,6 +20,7 @@ from broker.deferred import Deferred
 from broker.partition import Partition, ProduceOutcome
 from broker.replica_manager import ReplicaManager
 from broker.replica_selector import RACK_AWARE, preferred_read_replica
+from broker.txn.verification import produce_error
 from kraft import clock
 from kraft.log import OffsetOutOfRangeError, ReadResult
 from kraft.metrics.stats import note_remote_wait
@@ -57,8 +58,12 @@ MAX_TIMESTAMP = -3
 
 class DataPath:
     def __init__(self, replicas: ReplicaManager, *, sendfile: bool = False,
-                 fetch_session_slots: int = MAX_SESSIONS, replica_selector: str | None = None):
+                 fetch_session_slots: int = MAX_SESSIONS, replica_selector: str | None = None,
+                 txn_verifier=None):
         self.replicas = replicas
+        # KIP-890's transaction verification (broker.txn.verification.TxnVerifier), while
+        # transaction.partition.verification.enable holds
+        self.txn_verifier = txn_verifier
         # replica.selector.class (KIP-392): the rack-aware one sends consumers to a replica
         # in their rack (broker.replica_selector)
         self.rack_aware = replica_selector is not None and replica_selector.strip() == RACK_AWARE
@@ -98,11 +103,17 @@ class DataPath:
                 key: {"index": key[1], "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                       "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
                 for key in payloads}) if acks != 0 else None
+        refused = await self._verify_transactions(body["transactional_id"], payloads, version) if transactional else {}
         stats = self.replicas.topic_stats
         for topic in body["topic_data"]:
             name = topic["name"]
             for pd in topic["partition_data"]:
                 key = (name, pd["index"])
+                if key in refused:
+                    results[key] = {"index": key[1], "error_code": refused[key], "base_offset": -1,
+                                    "log_append_time_ms": -1, "log_start_offset": -1}
+                    stats.all.produce_request(False)
+                    continue
                 result, wait = self._produce_partition(key, pd["records"], payloads[key], acks, deadline)
                 results[key] = result
                 # TotalProduceRequestsPerSec / FailedProduceRequestsPerSec: per partition, the
@@ -114,6 +125,35 @@ class DataPath:
         if acks == 0:
             return None
         return _answer_produce(results, waits, timeout_ms)
+
+    async def _verify_transactions(self, txn_id: str, payloads: dict, version: int) -> dict:
+        """KIP-890: the partitions whose transactional batches would start a transaction here
+        are verified with the coordinator first; returns ``{key: Produce error}`` for those
+        refused.  The guard set before the question must still be there after it (a marker
+        written meanwhile drops it)."""
+        if self.txn_verifier is None or not self.replicas.transaction_verification_enabled():
+            return {}
+        asks = {}  # (pid, epoch) -> [(key, partition)]
+        for key, payload in payloads.items():
+            if not isinstance(payload, PayloadSummary):
+                continue
+            first = next((h for h in payload.headers if h.is_transactional and not h.is_control), None)
+            partition = self.replicas.get(*key)
+            if first is None or partition is None or not partition.state.is_leader:
+                continue  # not transactional, or the append refuses it anyway
+            if partition.starts_transaction(first.producer_id, first.producer_epoch):
+                asks.setdefault((first.producer_id, first.producer_epoch), []).append((key, partition))
+        refused = {}
+        for (pid, epoch), entries in asks.items():
+            guards = {key: partition.verification_guards.setdefault(pid, object()) for key, partition in entries}
+            codes = await self.txn_verifier.verify(txn_id, pid, epoch, [key for key, _ in entries])
+            for key, partition in entries:
+                code = codes.get(key, ErrorCode.NONE)
+                if code != ErrorCode.NONE:
+                    refused[key] = produce_error(code, version)
+                elif partition.verification_guards.get(pid) is not guards[key]:  # the transaction ended meanwhile
+                    refused[key] = produce_error(ErrorCode.INVALID_TXN_STATE, version)
+        return refused
 
     async def produce_burst(self, bodies: list[dict], version: int) -> list:
         """The answers of consecutive Produce requests of one connection, in order, each
@@ -709,6 +749,8 @@ def _partition_result(index: int, partition: Partition | None, outcome: ProduceO
     if outcome.base_offset >= 0:
         result.update(base_offset=outcome.base_offset, log_start_offset=partition.log.log_start_offset,
                       log_append_time_ms=outcome.log_append_time)
+    elif outcome.log_start_offset >= 0:
+        result["log_start_offset"] = outcome.log_start_offset
     return result
 
 

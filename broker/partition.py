@@ -70,6 +70,7 @@ class ProduceOutcome:
     waiter: list | None = None
     waiter_id: int = -1
     log_append_time: int = -1  # the append time stamped on a LogAppendTime topic's batches
+    log_start_offset: int = -1  # beside an error: the log start, where Kafka tells it
 
 
 class Partition:
@@ -121,6 +122,8 @@ class Partition:
             unsafe_skip_truncation="unsafe_skip_truncation_on_divergence" in sim_unsafe)
         # UNSAFE (kraft.unsafe.follower.read.log.end): a follower serves consumers past its HW
         self.unsafe_follower_read_log_end = unsafe_follower_read_log_end
+        # producer id -> the guard of a transaction verification under way (broker.txn.verification)
+        self.verification_guards: dict[int, object] = {}
         self._watchers: set = set()  # long-polling fetches (``watch``)
         self.version = 0  # changes counted by ``notify``
         self.followed_leader: int | None = None  # the owner's index of followers (ReplicaManager)
@@ -259,10 +262,11 @@ class Partition:
             if any(h.size > max_bytes for _, h in batches):  # Kafka checks the rewritten size too
                 return ProduceOutcome(ErrorCode.MESSAGE_TOO_LARGE)
         check = self.producers.check_append(payload.headers)
-        if check.verdict is Verdict.DUPLICATE:
-            outcome = ProduceOutcome(ErrorCode.NONE, check.first_offset, check.last_offset)
-        elif check.verdict is not Verdict.NEW:
-            return ProduceOutcome(check.error_code, message=check.message)
+        if check.verdict is Verdict.DUPLICATE:  # answered as Kafka: the original's timestamp as append time
+            outcome = ProduceOutcome(ErrorCode.NONE, check.first_offset, check.last_offset,
+                                     log_append_time=check.timestamp)
+        elif check.verdict is not Verdict.NEW:  # (Kafka tells the log start beside these)
+            return ProduceOutcome(check.error_code, message=check.message, log_start_offset=self.log.log_start_offset)
         else:
             outcome = self._append_checked(buf, batches)
             if outcome.error != ErrorCode.NONE:
@@ -506,6 +510,8 @@ class Partition:
         for pos, h in batches:
             headers.append(h)
             marker = read_txn_marker(bytes(data[pos:pos + h.size])) if h.is_control and h.is_transactional else None
+            if marker is not None:  # a verification asked before it answers for an ended transaction
+                self.verification_guards.pop(h.producer_id, None)
             completed = self.producers.update(h, marker=marker)
             if completed is not None and completed.is_aborted:
                 self.log.append_aborted_txn(aborted_entry(completed, self.producers.stable_offset_after(completed)))
@@ -518,6 +524,12 @@ class Partition:
         """The LSO: what READ_COMMITTED consumers may read up to (``producer_state``); never
         below the log start (retention may delete the start of a transaction still open)."""
         return max(self.producers.last_stable_offset(self.state.high_watermark), self.state.log_start_offset)
+
+    def starts_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether a transactional batch of this producer would start a transaction here (no
+        ongoing one of its, in this epoch): the batches a leader verifies first (KIP-890)."""
+        entry = self.producers.get(producer_id)
+        return entry is None or entry.current_txn_first_offset < 0 or entry.producer_epoch != producer_epoch
 
     def consumer_read_bound(self, read_committed: bool) -> int | None:
         """Where a consumer's read of this replica stops: the last stable offset for

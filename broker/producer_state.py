@@ -235,6 +235,7 @@ class CheckResult:
     first_offset: int = -1
     last_offset: int = -1
     message: str = ""
+    timestamp: int = -1  # DUPLICATE: the original batch's max timestamp (Kafka answers it as the append time)
 
     @property
     def error_code(self) -> ErrorCode:
@@ -376,7 +377,7 @@ class ProducerStateManager:
                 return CheckResult(Verdict.DUPLICATE, dup.first_offset, dup.last_offset,
                                    f"producer {pid} epoch {epoch} sequences {first_seq}.."
                                    f"{batch.last_sequence} already at offsets "
-                                   f"{dup.first_offset}..{dup.last_offset}")
+                                   f"{dup.first_offset}..{dup.last_offset}", dup.timestamp)
         if epoch < entry.producer_epoch:
             return CheckResult(Verdict.INVALID_PRODUCER_EPOCH,
                                message=f"producer {pid} epoch {epoch} is older than "

@@ -276,6 +276,11 @@ class ReplicaManager:
         as in force on this broker."""
         return dynamic_broker_value(self.image, self.broker_id, key, self.config[key])
 
+    def transaction_verification_enabled(self) -> bool:
+        """transaction.partition.verification.enable as in force now (a dynamic broker config)."""
+        value = self._broker_value("transaction.partition.verification.enable")
+        return value if isinstance(value, bool) else str(value).strip().lower() == "true"
+
     def min_insync_replicas(self, topic: str) -> int:
         value = self.image.config(ConfigResourceType.TOPIC, topic).get("min.insync.replicas") \
             or self._log_defaults.get("min.insync.replicas")  # on every acks=all produce: no merged dict

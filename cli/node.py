@@ -31,7 +31,8 @@ from broker.internal_topics import (GROUP_KEY_TYPE, OFFSETS_TOPIC, TRANSACTION_K
 from broker.producer_ids import ProducerIdAllocator
 from broker.txn.markers import MarkerChannel
 from broker.txn.service import TransactionService
-from broker.replica_fetcher import ReplicaFetcherManager
+from broker.txn.verification import TxnVerifier
+from broker.replica_fetcher import ReplicaFetcherManager, broker_address
 from broker.replica_manager import ReplicaManager
 from kraft.client import KafkaClient
 from kraft.metrics.stats import RequestMetrics
@@ -57,7 +58,7 @@ log = logging.getLogger("kraft.node")
 ALTER_PARTITION_BATCH = 1000  # ISR changes per AlterPartition request
 ALTER_PARTITION_RETRY_S = 0.5  # before sending an unanswered ISR change again
 QUORUM_APIS = {"Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "FetchSnapshot"}
-INTER_BROKER_PURPOSES = {"replication", "txn-markers"}  # the others talk to the controllers
+INTER_BROKER_PURPOSES = {"replication", "txn-markers", "txn-verification"}  # the others talk to the controllers
 
 
 class NodeSecurity:
@@ -277,6 +278,9 @@ class Node:
 
         transactions = TransactionService(config.node_id, config, InternalTopicStore(self.replicas, TXN_STATE_TOPIC),
                                           producer_ids, lambda: self.replicas.image, marker_channel)
+        data.txn_verifier = TxnVerifier(
+            config.node_id, transactions.verify, transactions.partition_for, lambda: self.replicas.image,
+            client("txn-verification"), lambda image, broker: broker_address(image, broker, inter_broker_listener))
 
         def follow_coordinator_leadership(topic, index, is_leader):
             if topic == OFFSETS_TOPIC:

@@ -239,6 +239,9 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("group.consumer.regex.refresh.interval.ms", "int", 600000, validate=_at_least(1)),
     # Transactions (broker/txn)
     _K("transaction.state.log.num.partitions", "int", 50, validate=_at_least(1)),
+    # KIP-890 part 1: a leader verifies with the coordinator a batch that starts a transaction
+    # (broker.txn.verification); dynamic
+    _K("transaction.partition.verification.enable", "bool", True),
     _K("transaction.state.log.replication.factor", "int", 3, validate=_at_least(1)),
     _K("transaction.state.log.min.isr", "int", 2, validate=_at_least(1)),
     _K("transaction.state.log.segment.bytes", "int", 104857600, validate=_at_least(1)),

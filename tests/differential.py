@@ -81,6 +81,7 @@ MASKED = {
     "session_id": "<session id>",
     "log_dir": "<log dir>",
     "usable_bytes": "<free space>",  # the disk's, moving while the test writes
+    "transaction_start_time_ms": "<time>",
 }
 # Free text (null, empty or a sentence, as each broker likes): the error code is compared.
 MESSAGES = {"error_message", "batch_index_error_message"}
@@ -453,6 +454,8 @@ async def scenario(s: Session, *, replication: int = 1) -> None:
     await admin_steps(s, rf)
     await data_steps(s, rf)
     await log_admin_steps(s)
+    await idempotence_steps(s)
+    await transaction_steps(s)
     await group_steps(s)
     await consumer_group_steps(s)
     await migration_steps(s)
@@ -727,6 +730,95 @@ async def log_admin_steps(s: Session) -> None:
         "resources": [{"resource_type": 2, "resource_name": s.p,
                        "configuration_keys": ["retention.ms", "cleanup.policy", "max.message.bytes"]}],
         "include_synonyms": True, "include_documentation": False})
+
+
+def _producer_batch(values, pid, epoch, sequence, transactional=False) -> bytes:
+    return build_batch([(None, v) for v in values], timestamp=BASE_TIMESTAMP, producer_id=pid,
+                       producer_epoch=epoch, base_sequence=sequence, transactional=transactional)
+
+
+async def idempotence_steps(s: Session) -> None:
+    """An idempotent producer's sequences: in order, a retry, a gap, a stale epoch."""
+    init = await s.call("InitProducerId idempotent", "InitProducerId", {
+        "transactional_id": None, "transaction_timeout_ms": 60_000, "producer_id": -1, "producer_epoch": -1})
+    pid, epoch = init.get("producer_id", -1), init.get("producer_epoch", 0)
+    pr = "Produce"
+    first = _producer_batch([b"i0", b"i1", b"i2"], pid, epoch, 0)
+    await s.call("Produce idempotent sequence 0", pr, _produce(s.p, 3, first))
+    await s.call("Produce idempotent retry of sequence 0", pr, _produce(s.p, 3, first))
+    await s.call("Produce idempotent sequence 3", pr, _produce(s.p, 3, _producer_batch([b"i3"], pid, epoch, 3)))
+    await s.call("Produce idempotent sequence gap", pr, _produce(s.p, 3, _producer_batch([b"i9"], pid, epoch, 9)))
+    await s.call("Produce idempotent epoch ahead", pr, _produce(s.p, 3, _producer_batch([b"e"], pid, epoch + 1, 5)))
+    await s.call("Produce idempotent unknown producer", pr,
+                 _produce(s.p, 3, _producer_batch([b"u"], pid + 1000, 0, 4)))
+
+
+async def transaction_steps(s: Session) -> None:
+    """One transaction committed and one aborted through the coordinator APIs, what
+    read_committed then reads, and the coordinator's refusals."""
+    txn_id, group = s.p + "-txn", s.p + "-txn-group"
+    await s.call("FindCoordinator transaction", "FindCoordinator", {"key_type": 1, "coordinator_keys": [txn_id],
+                                                                    "key": txn_id})
+    init = await s.call("InitProducerId transactional", "InitProducerId", {
+        "transactional_id": txn_id, "transaction_timeout_ms": 60_000, "producer_id": -1, "producer_epoch": -1})
+    pid, epoch = init.get("producer_id", -1), init.get("producer_epoch", 0)
+    apt = "AddPartitionsToTxn"
+
+    def add(partitions, producer_epoch=None):
+        return {"v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": pid,
+                "v3_and_below_producer_epoch": epoch if producer_epoch is None else producer_epoch,
+                "v3_and_below_topics": [{"name": s.p, "partitions": partitions}]}
+
+    def end(commit, producer_epoch=None):
+        return {"transactional_id": txn_id, "producer_id": pid,
+                "producer_epoch": epoch if producer_epoch is None else producer_epoch, "committed": commit}
+
+    async def settled():  # the markers written (not a recorded step)
+        for _ in range(100):
+            d = await s.raw("DescribeTransactions", {"transactional_ids": [txn_id]})
+            if d["transaction_states"][0]["transaction_state"] in ("CompleteCommit", "CompleteAbort", "Empty"):
+                return
+            await trio.sleep(0.05)
+
+    await s.call("EndTxn with no transaction", "EndTxn", end(True))
+    await s.call("AddPartitionsToTxn", apt, add([1]), version=3)
+    await s.call("AddPartitionsToTxn stale epoch", apt, add([2], producer_epoch=epoch - 1 if epoch else 5), version=3)
+    await s.call("Produce transactional", "Produce", {**_produce(s.p, 1, _producer_batch(
+        [b"t0", b"t1"], pid, epoch, 0, transactional=True)), "transactional_id": txn_id})
+    await s.call("Produce transactional to a partition not added", "Produce", {**_produce(s.p, 2, _producer_batch(
+        [b"x"], pid, epoch, 0, transactional=True)), "transactional_id": txn_id})
+    await s.call("AddOffsetsToTxn", "AddOffsetsToTxn", {"transactional_id": txn_id, "producer_id": pid,
+                                                        "producer_epoch": epoch, "group_id": group})
+    await s.call("TxnOffsetCommit", "TxnOffsetCommit", {
+        "transactional_id": txn_id, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+        "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+            {"name": s.p, "partitions": [{"partition_index": 1, "committed_offset": 2, "committed_leader_epoch": -1,
+                                          "committed_metadata": ""}]}]})
+    await s.call("DescribeTransactions ongoing", "DescribeTransactions", {"transactional_ids": [txn_id]})
+    await s.call("EndTxn commit", "EndTxn", end(True))
+    await settled()
+    await s.call("DescribeTransactions committed", "DescribeTransactions", {"transactional_ids": [txn_id]})
+    await s.call("OffsetFetch after the commit", "OffsetFetch", _offset_fetch(group, s.p, [1], s.versions["OffsetFetch"]))
+    await s.call("AddPartitionsToTxn second transaction", apt, add([1]), version=3)
+    await s.call("Produce transactional to abort", "Produce", {**_produce(s.p, 1, _producer_batch(
+        [b"a0"], pid, epoch, 2, transactional=True)), "transactional_id": txn_id})
+    await s.call("EndTxn abort", "EndTxn", end(False))
+    await settled()
+    await s.call("EndTxn commit after the abort", "EndTxn", end(True))
+    topic_id = (await s.wait_topic(s.p, 4))["topic_id"]
+    await s.call("Fetch read_committed after commit and abort", "Fetch", {
+        **_fetch(s.p, topic_id, 1, 0), "isolation_level": 1})
+    await s.call("ListOffsets read_committed latest", "ListOffsets", {
+        **_list_offsets(s.p, 1, -1), "isolation_level": 1})
+    await s.call("ListTransactions by state", "ListTransactions", {
+        "state_filters": ["CompleteAbort"], "producer_id_filters": [], "duration_filter": -1,
+        "transactional_id_pattern": None})
+    again = await s.call("InitProducerId transactional again", "InitProducerId", {
+        "transactional_id": txn_id, "transaction_timeout_ms": 60_000, "producer_id": -1, "producer_epoch": -1})
+    await s.call("AddPartitionsToTxn fenced epoch", apt, add([1]), version=3)
+    if again.get("producer_epoch", 0) != epoch:
+        await s.call("Produce transactional fenced epoch", "Produce", {**_produce(s.p, 1, _producer_batch(
+            [b"f"], pid, epoch, 3, transactional=True)), "transactional_id": txn_id})
 
 
 async def group_steps(s: Session) -> None:

@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from cluster_helpers import active_controller, fast_overrides, request, start_cluster, wait_until
+from cluster_helpers import active_controller, alter_config, fast_overrides, request, start_cluster, wait_until
+from kraft.protocol.error_codes import ErrorCode
 from kraft.local_cluster import LocalCluster
 
 OVERRIDES = dict(group_initial_rebalance_delay_ms=0,
@@ -365,6 +366,24 @@ def kraftctl(*args):
     return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, timeout=60)
 
 
+def write_hanging_transaction(cluster, leader, topic: str, partition: int, batch: bytes) -> None:
+    """``batch`` (transactional, of a producer no coordinator knows) written to the leader of
+    ``topic``-``partition``: a transaction that hangs.  KIP-890's verification refuses it
+    (INVALID_PRODUCER_ID_MAPPING) until transaction.partition.verification.enable is turned
+    off, as before Kafka 3.6, which is how such a transaction came about."""
+    def produce():
+        return request(leader.host, leader.broker_port, "Produce", 9, {
+            "transactional_id": "ghost", "acks": -1, "timeout_ms": 30000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]}
+        )["responses"][0]["partition_responses"][0]["error_code"]
+    assert produce() == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    alter_config(cluster, 4, "", "transaction.partition.verification.enable", "false")
+    try:
+        wait_until(lambda: produce() == 0, what="the hanging transaction written")
+    finally:
+        alter_config(cluster, 4, "", "transaction.partition.verification.enable", None)
+
+
 def test_kraftctl_transactions_lists_describes_and_aborts_a_hanging_transaction(cluster):
     from kraft.records import build_batch
 
@@ -381,10 +400,7 @@ def test_kraftctl_transactions_lists_describes_and_aborts_a_hanging_transaction(
                         timestamp=int(time.time() * 1000) - 1000, transactional=True)
     leader = next(b for b in cluster.brokers
                   if describe_leader(cluster, "hang", 1) == b.node_id)
-    resp = request(leader.host, leader.broker_port, "Produce", 9, {
-        "transactional_id": "ghost", "acks": -1, "timeout_ms": 30000,
-        "topic_data": [{"name": "hang", "partition_data": [{"index": 1, "records": ghost}]}]})
-    assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+    write_hanging_transaction(cluster, leader, "hang", 1, ghost)
 
     listed = kraftctl("transactions", bs, "list")
     assert listed.returncode == 0, listed.stderr
@@ -484,10 +500,7 @@ def test_kafka_transactions_tool_and_java_transactional_producer(cluster):
     node = cluster.nodes[leader]
     ghost = build_batch([(None, b"ghost")], producer_id=535353, producer_epoch=0, base_sequence=0,
                         timestamp=int(time.time() * 1000) - 120_000, transactional=True)
-    resp = request(node.host, node.broker_port, "Produce", 9, {
-        "transactional_id": "ghost", "acks": -1, "timeout_ms": 30000,
-        "topic_data": [{"name": "jt", "partition_data": [{"index": 1, "records": ghost}]}]})
-    assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+    write_hanging_transaction(cluster, node, "jt", 1, ghost)
 
     def tool(*args):
         r = subprocess.run(java_command("org.apache.kafka.tools.TransactionsCommand",

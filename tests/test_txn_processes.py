@@ -17,6 +17,9 @@ from kraft.records import build_batch
 TOPIC = "txn"
 COMMITTED, UNCOMMITTED = 1, 0
 RETRIABLE = (3, 6, 19)  # UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS
+# These raw producers have no transaction coordinator, so the leaders must not ask one
+# (KIP-890's verification: test_transactions_processes.py runs with it on)
+NO_VERIFICATION = {"transaction_partition_verification_enable": "false"}
 
 
 class Writer:
@@ -170,7 +173,7 @@ def create_topic(bootstrap: str, replication_factor: int) -> None:
 
 
 def test_read_committed_on_one_node_and_the_lso_survives_a_restart(make_cluster):
-    cluster = start_cluster(make_cluster(controllers=1, overrides=fast_overrides()))
+    cluster = start_cluster(make_cluster(controllers=1, overrides=fast_overrides(**NO_VERIFICATION)))
     create_topic(cluster.bootstrap_servers, 1)
     w = Writer(cluster)
     wait_until(lambda: w.leader() >= 0, what="a leader")
@@ -193,7 +196,8 @@ def test_read_committed_on_one_node_and_the_lso_survives_a_restart(make_cluster)
 
 
 def test_read_committed_on_three_nodes_and_the_lso_survives_a_leader_change(make_cluster):
-    cluster = start_cluster(make_cluster(controllers=3, overrides=fast_overrides(min_insync_replicas=2)))
+    cluster = start_cluster(make_cluster(controllers=3,
+                                         overrides=fast_overrides(min_insync_replicas=2, **NO_VERIFICATION)))
     create_topic(cluster.bootstrap_servers, 3)
     w = Writer(cluster)
     wait_until(lambda: w.leader() >= 0, what="a leader")
@@ -216,7 +220,7 @@ def test_read_committed_on_three_nodes_and_the_lso_survives_a_leader_change(make
 
 @pytest.mark.parametrize("unsafe", [True])
 def test_the_unsafe_switch_serves_read_committed_up_to_the_high_watermark(make_cluster, unsafe):
-    overrides = fast_overrides()
+    overrides = fast_overrides(**NO_VERIFICATION)
     overrides["kraft.unsafe.read.committed.high.watermark"] = "true"
     cluster = start_cluster(make_cluster(controllers=1, overrides=overrides))
     create_topic(cluster.bootstrap_servers, 1)

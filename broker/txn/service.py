@@ -350,6 +350,11 @@ class TransactionService:
             by_topic.setdefault(t, []).append({"partition_index": p, "partition_error_code": int(code)})
         return [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
 
+    def verify(self, txn_id: str, pid: int, epoch: int, wanted: list) -> dict:
+        """This broker's coordinator's verification of ``wanted`` ((topic, partition) pairs)
+        for a partition leader here (``broker.txn.verification``)."""
+        return self._verify(txn_id, pid, epoch, wanted)
+
     def _verify(self, txn_id, pid, epoch, wanted) -> dict:
         """KIP-890's verification (v4+ verify_only): is each partition in the ongoing
         transaction of this producer?"""
