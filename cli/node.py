@@ -211,6 +211,8 @@ class Node:
                                          FanOutListener(listeners), cluster_id=self.cluster_id, rng=Random())
             if self.controller:
                 self.controller.driver = self.driver
+                if isinstance(self.driver, RaftDriver):  # its VotersRecords move the controller's next offset
+                    self.driver.on_control_appended = self.controller.controller.skip_to
                 endpoint = next(config.listener(n) for n in config.controller_listener_names if config.listener(n))
                 controller = self.controller.controller
                 self.controller_authorization = RequestAuthorization.from_config(

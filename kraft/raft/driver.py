@@ -64,6 +64,7 @@ class RaftDriver:
                  voters: dict[int, PeerAddress], listener: RaftListener, *,
                  cluster_id: str | None = None, rng: Random | None = None):
         self.config = config
+        self.on_control_appended = None  # (new log end) -> None: see _own_control_appended
         self.storage = storage
         self.client = client
         self.voters = voters
@@ -167,6 +168,13 @@ class RaftDriver:
             voters.append(Voter(voter_id, directory or ZERO_UUID, address.host, address.port))
         return encode_voters_record(voters)
 
+    def _own_control_appended(self) -> None:
+        """The leader appended a control record of its own (a VotersRecord): the state machine
+        proposing after it must count its offsets from the new log end
+        (``on_control_appended``, set by the controller server)."""
+        if self.on_control_appended is not None:
+            self.on_control_appended(self.node.log.end_offset)
+
     def _maybe_record_directories(self) -> None:
         """Once the leader has seen every voter's directory id (a static voter set names
         none), it writes them into a VotersRecord: from then on a controller that comes back
@@ -179,6 +187,7 @@ class RaftDriver:
                                              self._voters_record(directories, directories=directories))
         except (NotLeaderError, VoterChangeError):
             return
+        self._own_control_appended()
         log.info("node %d: voters' directory ids recorded at offset %d", self.config.node_id, offset)
         self._drain()
 
@@ -218,6 +227,7 @@ class RaftDriver:
                     if added is not None:
                         self.voters[added.node_id] = PeerAddress(added.host, added.port)
                     offset = self.node.change_voters(ids, self._voters_record(ids, added))
+                    self._own_control_appended()
                 except NotLeaderError:
                     return Errors.NOT_LEADER_OR_FOLLOWER, "this controller is not the leader"
                 except VoterChangeError as exc:
