@@ -143,6 +143,7 @@ def describe_resource(config: ServerConfig, image: MetadataImage, res: dict, inc
     rtype, name = res["resource_type"], res["resource_name"]
     keys = res["configuration_keys"]
     out = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": name, "configs": []}
+    inherited: dict[str, list[dict]] = {}  # a topic key -> its broker key's synonyms
     if rtype == ConfigResourceType.TOPIC:
         if image.topic(name) is None:
             out.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -157,11 +158,11 @@ def describe_resource(config: ServerConfig, image: MetadataImage, res: dict, inc
             values[k] = (v, DYNAMIC_TOPIC_CONFIG, values[k][2] if k in values else _type_of(TOPIC_CONFIGS, k))
         # A default's source is its broker key's first synonym's, as Kafka's (STATIC_BROKER_CONFIG
         # for a key server.properties sets)
-        for k, (v, source, type_) in list(values.items()):
-            if source == DEFAULT_CONFIG and k in _TOPIC_BROKER_KEY:
-                found = broker_synonyms(config, image, _TOPIC_BROKER_KEY[k])
-                if found:
-                    values[k] = (v, found[0]["source"], type_)
+        inherited = {k: broker_synonyms(config, image, _TOPIC_BROKER_KEY[k]) for k in values if k in _TOPIC_BROKER_KEY}
+        for k, found in inherited.items():
+            v, source, type_ = values[k]
+            if source == DEFAULT_CONFIG and found:
+                values[k] = (v, found[0]["source"], type_)
     elif rtype == ConfigResourceType.BROKER:
         if name not in ("", str(config.node_id)):
             out.update(error_code=ErrorCode.INVALID_REQUEST,
@@ -201,24 +202,17 @@ def describe_resource(config: ServerConfig, image: MetadataImage, res: dict, inc
     # A broker key that cannot be changed while the broker runs is read-only (Kafka: not one of
     # its dynamic broker configs); a topic's every key can be.  A password is never sent.
     broker = rtype == ConfigResourceType.BROKER
-    with_synonyms = include_synonyms
     for k in sorted(values):
         if keys is None or k in keys:
             v, source, type_ = values[k]
             sensitive = broker and (type_ == _PASSWORD or "password" in k)
             entry = _entry(k, v, source, type_, sensitive=sensitive, read_only=broker and k not in BROKER_CONFIGS)
-            if with_synonyms and rtype in (ConfigResourceType.TOPIC, ConfigResourceType.BROKER):
-                entry["synonyms"] = _synonyms_of(config, image, rtype, name, k, v, source, sensitive)
+            if include_synonyms and rtype == ConfigResourceType.TOPIC:  # its own override, then its broker key's
+                own = [{"name": k, "value": v, "source": source}] if source == DYNAMIC_TOPIC_CONFIG else []
+                entry["synonyms"] = own + inherited.get(k, [])
+            elif include_synonyms and broker:  # for the cluster-wide default, only the dynamic default's
+                found = broker_synonyms(config, image, k, sensitive)
+                entry["synonyms"] = found if name else [s for s in found
+                                                        if s["source"] == DYNAMIC_DEFAULT_BROKER_CONFIG]
             out["configs"].append(entry)
     return out
-
-
-def _synonyms_of(config, image, rtype, name, key, value, source, sensitive) -> list[dict]:
-    """As Kafka's ConfigHelper: a topic key's own override, then its broker key's synonyms; a
-    broker key's synonyms (for the cluster-wide default only the dynamic default's)."""
-    if rtype == ConfigResourceType.TOPIC:
-        own = [{"name": key, "value": value, "source": source}] if source == DYNAMIC_TOPIC_CONFIG else []
-        broker_key = _TOPIC_BROKER_KEY.get(key)
-        return own + (broker_synonyms(config, image, broker_key) if broker_key else [])
-    found = broker_synonyms(config, image, key, sensitive)
-    return found if name else [s for s in found if s["source"] == DYNAMIC_DEFAULT_BROKER_CONFIG]

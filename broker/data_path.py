@@ -109,12 +109,10 @@ class DataPath:
             name = topic["name"]
             for pd in topic["partition_data"]:
                 key = (name, pd["index"])
-                if key in refused:
-                    results[key] = {"index": key[1], "error_code": refused[key], "base_offset": -1,
-                                    "log_append_time_ms": -1, "log_start_offset": -1}
-                    stats.all.produce_request(False)
-                    continue
-                result, wait = self._produce_partition(key, pd["records"], payloads[key], acks, deadline)
+                if key in refused:  # answered and counted as any partition refused before its append
+                    result, wait = _partition_result(key[1], None, ProduceOutcome(refused[key])), None
+                else:
+                    result, wait = self._produce_partition(key, pd["records"], payloads[key], acks, deadline)
                 results[key] = result
                 # TotalProduceRequestsPerSec / FailedProduceRequestsPerSec: per partition, the
                 # topic's only for a topic hosted here (no series for names clients invent).
@@ -507,7 +505,7 @@ class DataPath:
             if error != ErrorCode.NONE:
                 return failed(error), None
             if client_rack is not None and st.is_leader:
-                preferred = preferred_read_replica(st, client_rack, fetch_offset, now, self._live_rack)
+                preferred = preferred_read_replica(st, client_rack, fetch_offset, self._live_rack)
                 if preferred is not None:  # no records: the consumer fetches them there
                     resp.update(high_watermark=st.high_watermark, last_stable_offset=partition.last_stable_offset,
                                 log_start_offset=partition.log.log_start_offset, preferred_read_replica=preferred)
@@ -518,7 +516,7 @@ class DataPath:
             lso = partition.last_stable_offset
             # READ_COMMITTED reads up to the LSO (the unsafe switch: the HW, for the fault suite).
             read_committed = read_committed and not self.replicas.unsafe_read_committed_hw
-            max_offset = partition.consumer_read_bound(read_committed)
+            max_offset = partition.consumer_read_bound(lso if read_committed else None)
             resp.update(high_watermark=st.high_watermark, last_stable_offset=lso,
                         log_start_offset=partition.log.log_start_offset)
             error, diverging = st.fetch_epoch_check(fetch_offset, p["last_fetched_epoch"])

@@ -531,13 +531,14 @@ class Partition:
         entry = self.producers.get(producer_id)
         return entry is None or entry.current_txn_first_offset < 0 or entry.producer_epoch != producer_epoch
 
-    def consumer_read_bound(self, read_committed: bool) -> int | None:
-        """Where a consumer's read of this replica stops: the last stable offset for
-        read_committed, else the high watermark, a follower's own when a consumer reads from
-        it (KIP-392).  None (the log end) on a follower under the unsafe switch."""
+    def consumer_read_bound(self, last_stable_offset: int | None) -> int | None:
+        """Where a consumer's read of this replica stops: ``last_stable_offset`` (this
+        partition's, which the caller has at hand) for read_committed, None for
+        read_uncommitted, whose bound is the high watermark, a follower's own when a consumer
+        reads from it (KIP-392).  None (the log end) on a follower under the unsafe switch."""
         if self.unsafe_follower_read_log_end and not self.state.is_leader:
             return None
-        return self.last_stable_offset if read_committed else self.state.high_watermark
+        return self.state.high_watermark if last_stable_offset is None else last_stable_offset
 
     def append_as_follower(self, data: bytes) -> list:
         """Append fetched batches (offsets kept); returns their headers.

@@ -18,7 +18,7 @@ LEADER_ONLY = "org.apache.kafka.common.replica.LeaderSelector"  # Kafka's defaul
 SELECTORS = (RACK_AWARE, LEADER_ONLY)
 
 
-def preferred_read_replica(state, client_rack: str | None, fetch_offset: int, now_ms: int,
+def preferred_read_replica(state, client_rack: str | None, fetch_offset: int,
                            rack_of: Callable[[int], str | None]) -> int | None:
     """The replica a consumer in ``client_rack`` should fetch from instead of this leader
     (``state``: its PartitionState), or None for the leader itself.  ``rack_of(id)``: a live

@@ -38,7 +38,7 @@ def random_uuid() -> None:
               help="The metadata.version the cluster starts at, by Kafka's name for it (3.9, 3.7-IV4); "
                    "default: the latest kraft supports (3.9-IV0).")
 @click.option("--feature", "-f", "features", multiple=True, metavar="NAME=LEVEL",
-              help="A feature's starting level (repeatable), e.g. group.version=0 to start without KIP-848.")
+              help="A feature's starting level (repeatable), e.g. transaction.version=0.")
 def format_command(config_path, cluster_id, ignore_formatted, overrides, scram, release_version, features) -> None:
     """Format the node's log.dirs and metadata.log.dir for a cluster."""
     from kraft.security.credentials import CredentialSpecError, bootstrap_records

@@ -18,7 +18,7 @@ def leader_with(positions: dict[int, tuple[int, int]], isr=(1, 2, 3, 4), leo=100
 
 
 def pick(st, rack, offset=50, racks=RACKS):
-    return preferred_read_replica(st, rack, offset, 1000, racks.get)
+    return preferred_read_replica(st, rack, offset, racks.get)
 
 
 def test_the_leader_serves_without_a_rack_or_in_its_own():

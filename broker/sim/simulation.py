@@ -624,7 +624,7 @@ class Simulation:
         """A consumer's read of ``b``, as ``DataPath._read_partition`` serves one: up to
         ``Partition.consumer_read_bound``, the replica's own high watermark."""
         try:
-            data = b.partition.log.read(offset, max_offset=b.partition.consumer_read_bound(False))
+            data = b.partition.log.read(offset, max_offset=b.partition.consumer_read_bound(None))
         except OffsetOutOfRangeError:  # auto.offset.reset=earliest
             client.offset = b.partition.log.log_start_offset
             return

@@ -340,7 +340,7 @@ class TransactionService:
             codes = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
                      for tp in wanted}
         elif verify_only:
-            codes = self._verify(txn_id, pid, epoch, wanted)
+            codes = self.verify(txn_id, pid, epoch, wanted)
         else:
             result = await self._answer(await self._settled(
                 txn_id, lambda: self.core.add_partitions(txn_id, pid, epoch, set(wanted), self.clock())))
@@ -351,13 +351,9 @@ class TransactionService:
         return [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
 
     def verify(self, txn_id: str, pid: int, epoch: int, wanted: list) -> dict:
-        """This broker's coordinator's verification of ``wanted`` ((topic, partition) pairs)
-        for a partition leader here (``broker.txn.verification``)."""
-        return self._verify(txn_id, pid, epoch, wanted)
-
-    def _verify(self, txn_id, pid, epoch, wanted) -> dict:
-        """KIP-890's verification (v4+ verify_only): is each partition in the ongoing
-        transaction of this producer?"""
+        """KIP-890's verification (AddPartitionsToTxn v4+ verify_only, and a partition leader
+        here, ``broker.txn.verification``): is each of ``wanted`` ((topic, partition) pairs)
+        in the ongoing transaction of this producer?"""
         error = self.core.coordinator_error(txn_id)
         meta = self.core.txns.get(txn_id)
         if error == ErrorCode.NONE and (meta is None or meta.value.producer_id != pid):

@@ -33,15 +33,15 @@ RETRIABLE = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCE
                        ErrorCode.NOT_COORDINATOR, ErrorCode.REQUEST_TIMED_OUT})
 
 
-def produce_error(code: int, produce_version: int) -> int:
+def produce_error(code: int, produce_version: int) -> ErrorCode:
     """A coordinator's verification error as a Produce answer carries it."""
     if code == ErrorCode.PRODUCER_FENCED:
-        return int(ErrorCode.INVALID_PRODUCER_EPOCH)
+        return ErrorCode.INVALID_PRODUCER_EPOCH
     if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE):
-        return int(ErrorCode.TRANSACTION_ABORTABLE if produce_version >= 11 else ErrorCode.INVALID_TXN_STATE)
+        return ErrorCode.TRANSACTION_ABORTABLE if produce_version >= 11 else ErrorCode.INVALID_TXN_STATE
     if code in RETRIABLE:
-        return int(ErrorCode.NOT_ENOUGH_REPLICAS)
-    return int(code)
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    return ErrorCode(code)
 
 
 class TxnVerifier:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from kraft.log.config import COMPRESSION_TYPES, TIMESTAMP_TYPES
+from kraft.server_config import KEYS
 from kraft.quotas.replication import THROTTLED_REPLICAS_FORMAT, valid_throttled_replicas
 
 
@@ -213,15 +214,10 @@ GROUP_CONFIG_BOUNDS: dict[str, tuple[str, str]] = {
                                        "group.consumer.max.heartbeat.interval.ms"),
 }
 GROUP_CONFIGS: dict[str, ConfigKey] = {name: _key(name, "int", _at_least(1)) for name in GROUP_CONFIG_SYNONYMS}
-# The broker configs above with Kafka's defaults (GroupCoordinatorConfig)
-GROUP_BROKER_DEFAULTS: dict[str, int] = {
-    "group.consumer.session.timeout.ms": 45000,
-    "group.consumer.min.session.timeout.ms": 45000,
-    "group.consumer.max.session.timeout.ms": 60000,
-    "group.consumer.heartbeat.interval.ms": 5000,
-    "group.consumer.min.heartbeat.interval.ms": 5000,
-    "group.consumer.max.heartbeat.interval.ms": 15000,
-}
+# The broker configs above with their defaults (server.properties' table, Kafka's)
+_GROUP_BROKER_KEYS = (*GROUP_CONFIG_SYNONYMS.values(), *(key for low_high in GROUP_CONFIG_BOUNDS.values()
+                                                            for key in low_high))
+GROUP_BROKER_DEFAULTS: dict[str, int] = {key: KEYS[key].default for key in _GROUP_BROKER_KEYS}
 
 
 def unknown_group_config(name: str) -> str:

@@ -293,9 +293,9 @@ class QuorumController:
         if self._active:
             self._next_offset = max(self._next_offset, next_offset)
 
-    def _new_txn(self, *, bootstrap: bool = True) -> Txn:
+    def _new_txn(self) -> Txn:
         txn = Txn(self._working, self._next_offset)
-        if bootstrap and self._active and self.bootstrap and self._working.is_empty():
+        if self._active and self.bootstrap and self._working.is_empty():
             txn.add(*self.bootstrap)  # a new cluster: its first records
         return txn
 
@@ -306,10 +306,7 @@ class QuorumController:
         ``metadata.max.idle.interval.ms``."""
         if not self._active:
             return self._result(Txn(self._working, self._next_offset), None)
-        # A new cluster's bootstrap goes with its first request: written by the tick at
-        # activation it raced the quorum's own VotersRecord for the offsets after the
-        # LeaderChange (the controller resigned in 2 of 6 starts)
-        txn = self._new_txn(bootstrap=False)
+        txn = self._new_txn()
         self.sessions.start(self._working.brokers, now_ms)  # a fresh session after failover
         # The next batch of a fence only once the quorum has committed all but one batch's
         # worth of what is pending: written faster than followers apply them, 4,000 changes
