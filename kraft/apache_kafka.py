@@ -24,7 +24,6 @@ import subprocess
 import time
 from pathlib import Path
 
-from kraft.local_cluster import LocalCluster
 from kraft.properties import format_properties
 
 POM = Path(__file__).resolve().parent.parent / "bench" / "kafka" / "pom.xml"
@@ -180,6 +179,10 @@ class ApacheKafkaCluster:
     # Kafka's internal topics default to replication factor 3, which one node cannot hold.
     def __init__(self, base_dir: str | os.PathLike, *, nodes: int = 3,
                  overrides: dict[str, str] | None = None, heap: str | None = None):
+        # imported here: fetching the jars (.ci/run, before any virtual environment
+        # exists) needs nothing but the standard library, and LocalCluster needs cramjam
+        from kraft.local_cluster import LocalCluster
+
         self.layout = LocalCluster(base_dir, controllers=nodes, brokers=0, overrides=overrides)
         self.processes: dict[int, subprocess.Popen] = {}
         self.libs = ensure_libs()

@@ -123,7 +123,10 @@ def spark_session(master: str = "local[*]", app_name: str = "jepsen-check",
     d.mkdir(parents=True, exist_ok=True)
     cfg = d / "log4j2.properties"
     cfg.write_text(_LOG4J2)
-    java_opts = f"-Dlog4j2.configurationFile=file:{cfg} -Dlog4j.configurationFile=file:{cfg}"
+    # a JVM that crashes writes hs_err_pid<N>.log to its working directory (the user's, or
+    # a checkout's) unless told otherwise: beside the session's log instead
+    java_opts = (f"-Dlog4j2.configurationFile=file:{cfg} -Dlog4j.configurationFile=file:{cfg}"
+                 f" -XX:ErrorFile={d}/hs_err_pid%p.log")
     driver_opts = java_opts
     if local and "Archive" not in java_options:  # unless the caller chose one
         from jepsen.checkers import spark_cds
