@@ -19,6 +19,9 @@ kraft, each stopped before the other starts):
 * consume (``kraftctl perf consume``) of what the acks=1 producer wrote;
 * the seed paper's batch-1 producer (200-byte records, one record per request, acks=1);
 * Kafka's own ``kafka-producer-perf-test`` (acks=1) and ``kafka-consumer-perf-test``;
+* produce (acks=1 and acks=all) with kcat, librdkafka from C with its defaults, and consume
+  with it (its local queue large enough for the run) (``bench/kcat_load.py``): a load
+  generator that leaves the broker most of the machine;
 * end-to-end latency p50 / p99 (acks=all: produce one record, wait until the consumer has it);
 * topic creation rate (one topic at a time, waited for).
 
@@ -41,6 +44,7 @@ import threading
 import time
 from pathlib import Path
 
+import kcat_load
 from paper_bench import (ROOT, create_topic, disk_bandwidth, end_to_end_latency, log, loadavg, loopback_bandwidth,
                          machine_info, perf, topic_creation_rate)
 
@@ -260,6 +264,10 @@ class KafkaBench:
     def t(self, seconds: float) -> float:
         return max(5.0, seconds * min(1.0, max(self.args.scale, 0.25)))
 
+    def kcat_records(self) -> Path:
+        """The file kcat produces from: 100-byte records, written once per run."""
+        return kcat_load.records_file(self.base / "records-100.txt", self.n(2_000_000), 100)
+
     def put(self, nodes: int, row: str, system: str, value, unit: str, better: str, note: str = "") -> None:
         entry = self.rows.setdefault((nodes, row), {"nodes": nodes, "row": row, "unit": unit, "better": better})
         entry[system] = value
@@ -306,6 +314,15 @@ class KafkaBench:
                          props={**extra, "acks": acks})
                 res[row] = r
                 self._rate_row(nodes, row, name, r)
+        for acks in ("1", "all"):
+            topics = [f"c-{acks}-{i}" for i in range(self.args.kcat_repeats)]
+            for topic in topics:
+                create_topic(bs, topic, 6, nodes)
+            row = f"produce acks={acks}, librdkafka defaults (kcat, C)"
+            log(f"  {name}: {row}")
+            r = kcat_load.produce(bs, topics, self.kcat_records(), self.n(2_000_000), acks, self.t(120))
+            res[row] = r
+            self._rate_row(nodes, row, name, r)
         if nodes == 1:
             create_topic(bs, "paper-b1", 1, 1)
             row = "paper batch-1 producer, 200 B, acks=1 (librdkafka)"
@@ -331,6 +348,12 @@ class KafkaBench:
         r = perf("consume", bs, "p-def-1", max(1, produced), self.t(30))
         res[row] = r
         self._rate_row(nodes, row, name, r)
+        if "error" not in res.get("produce acks=1, librdkafka defaults (kcat, C)", {"error": ""}):
+            row = "consume (kcat, C, its queue holding the run)"
+            log(f"  {name}: {row}")
+            r = kcat_load.consume(bs, "c-1-0", self.n(2_000_000), self.args.kcat_repeats, self.t(120))
+            res[row] = r
+            self._rate_row(nodes, row, name, r)
         java_produced = res.get("kafka-producer-perf-test acks=1", {}).get("records", 0)
         row = "kafka-consumer-perf-test (fetch rate, group join left out)"
         log(f"  {name}: {row}")
@@ -532,6 +555,8 @@ def main(argv=None) -> None:
                     help="multiply every record count (and, down to a quarter, every time cap)")
     ap.add_argument("--quick", action="store_true", help="small record counts (--scale 0.005): a smoke run")
     ap.add_argument("--keep", action="store_true", help="keep the data directories")
+    ap.add_argument("--kcat-repeats", type=int, default=3,
+                    help="runs of each kcat row (the row is their median)")
     ap.add_argument("--replot", action="store_true", help="only redraw results.md / .png from results.json")
     args = ap.parse_args(argv)
     if args.quick:
