@@ -56,6 +56,10 @@ OVERRIDES = {
     "broker.heartbeat.interval.ms": "500",
     "broker.session.timeout.ms": "3000",
     "group.initial.rebalance.delay.ms": "0",
+    # ACLs on (acl_steps); PLAINTEXT clients are User:ANONYMOUS, a super user, so every
+    # other step is allowed as it was without an authorizer
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:ANONYMOUS",
 }
 
 BASE_TIMESTAMP = 1_700_000_000_000  # records carry fixed CreateTimes: comparable ListOffsets
@@ -105,7 +109,8 @@ def normalise(value, key: str | None = None):
         return out
     if isinstance(value, list):
         items = [normalise(v, key) for v in value]
-        if key in ("topics", "groups", "brokers", "results", "responses", "configs", "partitions", "members"):
+        if key in ("topics", "groups", "brokers", "results", "responses", "configs", "partitions", "members",
+                   "resources", "acls", "matching_acls", "entries", "entity", "credential_infos"):
             items.sort(key=_sort_key)
         return items
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -125,12 +130,14 @@ def _error_codes(value) -> set[int]:
     return set()
 
 
-def _sort_key(item) -> str:
+def _sort_key(item) -> tuple[str, str]:
+    """By name (or the first id-like field), then by the whole item: two ACLs on one resource,
+    two quota entities, keep one order."""
     if isinstance(item, dict):
         for k in ("name", "group_id", "resource_name", "node_id", "topic", "key", "partition_index"):
             if k in item:
-                return str(item[k])
-    return repr(item)
+                return str(item[k]), repr(item)
+    return repr(item), ""
 
 
 def _records(data):
@@ -459,6 +466,9 @@ async def scenario(s: Session, *, replication: int = 1) -> None:
     await group_steps(s)
     await consumer_group_steps(s)
     await migration_steps(s)
+    await acl_steps(s)
+    await quota_and_scram_steps(s)
+    await cluster_operation_steps(s)
     await s.call("InitProducerId without transactional id", "InitProducerId",
                  {"transactional_id": None, "transaction_timeout_ms": 60_000,
                   "producer_id": -1, "producer_epoch": -1})
@@ -911,6 +921,215 @@ async def consumer_group_steps(s: Session) -> None:
     await s.call("ConsumerGroupDescribe after leaving", cgd, {"group_ids": [group],
                                                              "include_authorized_operations": False})
     await s.call("DeleteGroups consumer group after leaving", "DeleteGroups", {"groups_names": [group]})
+
+
+# ACL codes (org.apache.kafka.common.acl / resource): resource TOPIC 2, GROUP 3, CLUSTER 4;
+# pattern ANY 1, MATCH 2, LITERAL 3, PREFIXED 4; operation ANY 1, ALL 2, READ 3, WRITE 4;
+# permission ANY 1, DENY 2, ALLOW 3.
+def _acl(resource_type, name, pattern, principal, operation, permission, host="*") -> dict:
+    return {"resource_type": resource_type, "resource_name": name, "resource_pattern_type": pattern,
+            "principal": principal, "host": host, "operation": operation, "permission_type": permission}
+
+
+def _acl_filter(resource_type=1, name=None, pattern=1, principal=None, operation=1, permission=1,
+                host=None) -> dict:
+    return {"resource_type_filter": resource_type, "resource_name_filter": name, "pattern_type_filter": pattern,
+            "principal_filter": principal, "host_filter": host, "operation": operation,
+            "permission_type": permission}
+
+
+async def acl_steps(s: Session) -> None:
+    """ACLs through the StandardAuthorizer both run (OVERRIDES: the anonymous principal a
+    PLAINTEXT client is, is a super user): creations good and bad, filters, deletions.
+    Each step's bindings are on one resource or one principal, so their order is the
+    authorizer's order within it."""
+    alice, bob = "User:" + s.p + "-alice", "User:" + s.p + "-bob"
+    ca, da, xa = "CreateAcls", "DescribeAcls", "DeleteAcls"
+    await s.call("DescribeAcls none yet", da, _acl_filter(principal=alice))
+    await s.call("CreateAcls literal topic read, prefixed topic write deny", ca, {"creations": [
+        _acl(2, s.p, 3, alice, 3, 3), _acl(2, s.p + "-", 4, bob, 4, 2)]})
+    await s.call("CreateAcls group and cluster", ca, {"creations": [
+        _acl(3, s.p + "-group", 3, alice, 3, 3), _acl(4, "kafka-cluster", 3, alice, 2, 3, host="10.0.0.1")]})
+    await s.call("CreateAcls the same binding again", ca, {"creations": [_acl(2, s.p, 3, alice, 3, 3)]})
+    for label, acl in (("resource type ANY", _acl(1, s.p, 3, alice, 3, 3)),
+                       ("pattern MATCH", _acl(2, s.p, 2, alice, 3, 3)),
+                       ("operation ANY", _acl(2, s.p, 3, alice, 1, 3)),
+                       ("permission ANY", _acl(2, s.p, 3, alice, 3, 1)),
+                       ("principal without a type", _acl(2, s.p, 3, "alice", 3, 3)),
+                       ("empty resource name", _acl(2, "", 3, alice, 3, 3)),
+                       ("cluster with another name", _acl(4, "other", 3, alice, 2, 3)),
+                       ("unknown resource type", _acl(9, s.p, 3, alice, 3, 3))):
+        await s.call(f"CreateAcls bad: {label}", ca, {"creations": [acl]})
+    await s.call("DescribeAcls by principal alice, topics", da, _acl_filter(resource_type=2, principal=alice))
+    await s.call("DescribeAcls by principal alice, groups", da, _acl_filter(resource_type=3, principal=alice))
+    await s.call("DescribeAcls cluster", da, _acl_filter(resource_type=4, principal=alice))
+    await s.call("DescribeAcls MATCH a topic the prefix covers", da, _acl_filter(2, s.p + "-x", 2))
+    await s.call("DescribeAcls literal name the prefix covers", da, _acl_filter(2, s.p + "-x", 3))
+    await s.call("DescribeAcls prefixed", da, _acl_filter(2, s.p + "-", 4))
+    await s.call("DescribeAcls by host", da, _acl_filter(principal=alice, host="10.0.0.1"))
+    await s.call("DescribeAcls unknown principal", da, _acl_filter(principal="User:nobody"))
+    await s.call("DescribeAcls bad filter: resource type UNKNOWN", da, _acl_filter(resource_type=0))
+    await s.call("DescribeAcls bad filter: pattern UNKNOWN", da, _acl_filter(pattern=0))
+    await s.call("DescribeAcls v1 (older) by principal bob", da, _acl_filter(principal=bob), version=1)
+    await s.call("DeleteAcls bob's and one of nobody's", xa, {"filters": [
+        _acl_filter(principal=bob), _acl_filter(principal="User:nobody")]})
+    await s.call("DeleteAcls alice's topic read", xa, {"filters": [_acl_filter(2, s.p, 3, alice, 3, 3)]})
+    await s.call("DeleteAcls bad filter", xa, {"filters": [_acl_filter(resource_type=0)]})
+    await s.call("DescribeAcls after deleting", da, _acl_filter(resource_type=2, principal=alice))
+    await s.call("DeleteAcls the rest of alice's", xa, {"filters": [_acl_filter(principal=alice)]})
+
+
+async def quota_and_scram_steps(s: Session) -> None:
+    """Client quotas (KIP-546) and SCRAM credentials (KIP-554): set, describe, refuse."""
+    user = s.p + "-quser"
+    acq, dcq = "AlterClientQuotas", "DescribeClientQuotas"
+
+    def entry(entity, *ops):
+        return {"entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+                "ops": [{"key": k, "value": v, "remove": r} for k, v, r in ops]}
+    await s.call("AlterClientQuotas user and user+client", acq, {"validate_only": False, "entries": [
+        entry([("user", user)], ("producer_byte_rate", 1024.0, False), ("consumer_byte_rate", 2048.0, False)),
+        entry([("user", user), ("client-id", "app")], ("request_percentage", 50.0, False))]})
+    await s.call("AlterClientQuotas default client-id", acq, {"validate_only": False, "entries": [
+        entry([("client-id", None)], ("producer_byte_rate", 4096.0, False))]})
+    for label, e in (("unknown key", entry([("user", user)], ("no_such_rate", 1.0, False))),
+                     ("unknown entity type", entry([("team", "x")], ("producer_byte_rate", 1.0, False))),
+                     ("negative rate", entry([("user", user)], ("producer_byte_rate", -5.0, False))),
+                     ("fractional byte rate", entry([("user", user)], ("producer_byte_rate", 1.5, False))),
+                     ("ip with a user key", entry([("ip", "10.0.0.1")], ("producer_byte_rate", 1.0, False))),
+                     ("the same entity type twice", entry([("user", user), ("user", "other")],
+                                                         ("producer_byte_rate", 1.0, False)))):
+        await s.call(f"AlterClientQuotas bad: {label}", acq, {"validate_only": False, "entries": [e]})
+    await s.call("AlterClientQuotas validate_only", acq, {"validate_only": True, "entries": [
+        entry([("user", user)], ("producer_byte_rate", 99.0, False))]})
+    await s.call("AlterClientQuotas ip connection rate", acq, {"validate_only": False, "entries": [
+        entry([("ip", "10.0.0.2")], ("connection_creation_rate", 10.0, False))]})
+
+    async def settled():  # the controller's records reach the broker (not a recorded step)
+        for _ in range(50):
+            got = await s.raw(dcq, {"components": [{"entity_type": "user", "match_type": 0, "match": user}],
+                                    "strict": True})
+            if got.get("entries"):
+                return
+            await trio.sleep(0.1)
+    await settled()
+    await s.call("DescribeClientQuotas the user, strict", dcq, {"components": [
+        {"entity_type": "user", "match_type": 0, "match": user}], "strict": True})
+    await s.call("DescribeClientQuotas the user, not strict", dcq, {"components": [
+        {"entity_type": "user", "match_type": 0, "match": user}], "strict": False})
+    await s.call("DescribeClientQuotas default client-id", dcq, {"components": [
+        {"entity_type": "client-id", "match_type": 1, "match": None}], "strict": True})
+    await s.call("DescribeClientQuotas ip", dcq, {"components": [
+        {"entity_type": "ip", "match_type": 0, "match": "10.0.0.2"}], "strict": True})
+    await s.call("DescribeClientQuotas unknown entity type", dcq, {"components": [
+        {"entity_type": "team", "match_type": 0, "match": "x"}], "strict": False})
+    await s.call("DescribeClientQuotas bad match type", dcq, {"components": [
+        {"entity_type": "user", "match_type": 7, "match": user}], "strict": False})
+    await s.call("AlterClientQuotas remove", acq, {"validate_only": False, "entries": [
+        entry([("user", user)], ("producer_byte_rate", 0.0, True), ("consumer_byte_rate", 0.0, True))]})
+
+    aus, dus = "AlterUserScramCredentials", "DescribeUserScramCredentials"
+    salt = b"s" * 16
+
+    def upsert(name, mechanism=1, iterations=8192):  # a salted password as long as the hash's output
+        return {"name": name, "mechanism": mechanism, "iterations": iterations, "salt": salt,
+                "salted_password": b"p" * (32 if mechanism == 1 else 64)}
+    await s.call("AlterUserScramCredentials upsert", aus, {"deletions": [], "upsertions": [upsert(user)]})
+    await s.call("AlterUserScramCredentials two mechanisms of one user", aus, {"deletions": [], "upsertions": [
+        upsert(user + "-both"), upsert(user + "-both", 2, 4096)]})
+    for label, body in (("too few iterations", {"deletions": [], "upsertions": [upsert(user + "2", 1, 1000)]}),
+                        ("too many iterations", {"deletions": [], "upsertions": [upsert(user + "2", 1, 20000)]}),
+                        ("unknown mechanism", {"deletions": [], "upsertions": [upsert(user + "2", 0)]}),
+                        ("empty user name", {"deletions": [], "upsertions": [upsert("")]}),
+                        ("a user both deleted and upserted", {"deletions": [{"name": user, "mechanism": 1}],
+                                                              "upsertions": [upsert(user)]}),
+                        ("delete what does not exist", {"deletions": [{"name": user + "-none", "mechanism": 1}],
+                                                        "upsertions": []})):
+        await s.call(f"AlterUserScramCredentials bad: {label}", aus, body)
+    await s.call("DescribeUserScramCredentials the user", dus, {"users": [{"name": user}]})
+    await s.call("DescribeUserScramCredentials unknown and duplicate", dus, {"users": [
+        {"name": user + "-none"}, {"name": user}, {"name": user}]})
+    await s.call("AlterUserScramCredentials upsert another mechanism", aus, {"deletions": [], "upsertions": [
+        upsert(user, 2, 4096)]})
+    await s.call("DescribeUserScramCredentials two mechanisms", dus, {"users": [{"name": user}]})
+    await s.call("AlterUserScramCredentials delete one mechanism", aus, {
+        "deletions": [{"name": user, "mechanism": 2}], "upsertions": []})
+    await s.call("DescribeUserScramCredentials after deleting one", dus, {"users": [{"name": user}]})
+
+
+async def cluster_operation_steps(s: Session) -> None:
+    """What an operator does to a running cluster: reassignments, deleting a group's
+    offsets, the legacy AlterConfigs, broker and logger configs."""
+    lpr, apr = "ListPartitionReassignments", "AlterPartitionReassignments"
+    await s.call("ListPartitionReassignments none", lpr, {"timeout_ms": 30_000, "topics": None})
+    await s.call("ListPartitionReassignments one topic", lpr, {"timeout_ms": 30_000, "topics": [
+        {"name": s.p, "partition_indexes": [0, 9]}]})
+    node = min(s.nodes) if s.nodes else 1
+
+    def move(topic, partition, replicas):
+        return {"timeout_ms": 30_000, "topics": [{"name": topic, "partitions": [
+            {"partition_index": partition, "replicas": replicas}]}]}
+    await s.call("AlterPartitionReassignments cancel with none in progress", apr, move(s.p, 0, None))
+    await s.call("AlterPartitionReassignments to a broker that does not exist", apr, move(s.p, 0, [99]))
+    await s.call("AlterPartitionReassignments duplicate replicas", apr, move(s.p, 0, [node, node]))
+    await s.call("AlterPartitionReassignments empty replicas", apr, move(s.p, 0, []))
+    await s.call("AlterPartitionReassignments unknown topic", apr, move(s.p + "-no-such-topic", 0, [node]))
+    await s.call("AlterPartitionReassignments unknown partition", apr, move(s.p, 9, [node]))
+
+    od, of = "OffsetDelete", "OffsetFetch"
+    group = s.p + "-txn-group"  # transaction_steps committed its partition 1; no member
+    await s.call("OffsetDelete unknown group", od, {"group_id": s.p + "-no-such-group", "topics": [
+        {"name": s.p, "partitions": [{"partition_index": 0}]}]})
+    await s.call("OffsetDelete an empty group's offset", od, {"group_id": group, "topics": [
+        {"name": s.p, "partitions": [{"partition_index": 1}, {"partition_index": 7}]},
+        {"name": s.p + "-no-such-topic", "partitions": [{"partition_index": 0}]}]})
+    await s.call("OffsetFetch after OffsetDelete", of, _offset_fetch(group, s.p, [0, 1], s.versions[of]))
+
+    ac, dc, iac = "AlterConfigs", "DescribeConfigs", "IncrementalAlterConfigs"
+
+    def alter_configs(rtype, name, configs, validate=False):
+        return {"resources": [{"resource_type": rtype, "resource_name": name, "configs": [
+            {"name": k, "value": v} for k, v in configs]}], "validate_only": validate}
+    await s.call("AlterConfigs topic (replaces every config)", ac,
+                 alter_configs(2, s.p + "-small", [("retention.ms", "-1"), ("max.message.bytes", "300")]))
+    await s.call("AlterConfigs topic invalid value", ac, alter_configs(2, s.p + "-small", [("retention.ms", "x")]))
+    await s.call("AlterConfigs unknown topic", ac, alter_configs(2, s.p + "-no-such-topic", [("retention.ms", "1")]))
+    await s.call("AlterConfigs validate_only", ac, alter_configs(2, s.p + "-small", [("segment.ms", "1000")],
+                                                                 validate=True))
+    await s.wait_config(s.p + "-small", "max.message.bytes", "300")
+    await s.call("DescribeConfigs after AlterConfigs", dc, {"resources": [
+        {"resource_type": 2, "resource_name": s.p + "-small",
+         "configuration_keys": ["retention.ms", "max.message.bytes", "segment.ms"]}],
+        "include_synonyms": False, "include_documentation": False})
+
+    def alter_broker(name, *ops):
+        return {"resources": [{"resource_type": 4, "resource_name": name, "configs": [
+            {"name": k, "config_operation": op, "value": v} for k, op, v in ops]}], "validate_only": True}
+    await s.call("IncrementalAlterConfigs cluster default log.retention.ms", iac,
+                 alter_broker("", ("log.retention.ms", 0, "86400000")))
+    await s.call("IncrementalAlterConfigs broker read-only key", iac, alter_broker(str(node), ("node.id", 0, "7")))
+    await s.call("IncrementalAlterConfigs broker unknown key", iac,
+                 alter_broker(str(node), ("no.such.config", 0, "1")))
+    await s.call("IncrementalAlterConfigs broker bad value", iac,
+                 alter_broker(str(node), ("log.retention.ms", 0, "soon")))
+    await s.call("IncrementalAlterConfigs broker that does not exist", iac,
+                 alter_broker("99", ("log.retention.ms", 0, "1000")))
+    await s.call("IncrementalAlterConfigs broker name not a number", iac,
+                 alter_broker("one", ("log.retention.ms", 0, "1000")))
+
+    logger = "root"  # the one logger both have: Kafka's are named by class, kraft's by module
+    await s.call("IncrementalAlterConfigs broker logger that does not exist", iac, {"validate_only": True,
+        "resources": [{"resource_type": 8, "resource_name": str(node), "configs": [
+            {"name": "no.such.logger", "config_operation": 0, "value": "DEBUG"}]}]})
+    await s.call("IncrementalAlterConfigs broker logger level", iac, {"validate_only": True, "resources": [
+        {"resource_type": 8, "resource_name": str(node), "configs": [
+            {"name": logger, "config_operation": 0, "value": "DEBUG"}]}]})
+    await s.call("IncrementalAlterConfigs broker logger bad level", iac, {"validate_only": True, "resources": [
+        {"resource_type": 8, "resource_name": str(node), "configs": [
+            {"name": logger, "config_operation": 0, "value": "LOUD"}]}]})
+    await s.call("IncrementalAlterConfigs broker logger APPEND", iac, {"validate_only": True, "resources": [
+        {"resource_type": 8, "resource_name": str(node), "configs": [
+            {"name": logger, "config_operation": 2, "value": "DEBUG"}]}]})
 
 
 def _consumer_protocol(name: str, version: int, body: dict) -> bytes:

@@ -261,7 +261,9 @@ def test_incremental_alter_topic_configs(h):
     (2, "t", [("retention.ms", 9, "1")], E.INVALID_REQUEST),
     (2, "t", [("retention.ms", 0, "1"), ("retention.ms", 1, None)], E.INVALID_REQUEST),
     (4, "abc", [("min.insync.replicas", 0, "2")], E.INVALID_REQUEST),
-    (4, "", [("min.insync.replicas", 0, "0")], E.INVALID_CONFIG),
+    (4, "", [("min.insync.replicas", 0, "0")], E.INVALID_REQUEST),  # Kafka's code for a broker's
+    (4, "1", [("node.id", 0, "7")], E.INVALID_REQUEST),  # a static key
+    (4, "1", [("no.such.config", 0, "1")], E.INVALID_CONFIG),
     (8, "1", [("kafka.server", 0, "DEBUG")], E.INVALID_REQUEST),
     (4, "1", [("log.retention.ms", 0, "1000")], E.NONE),
 ])

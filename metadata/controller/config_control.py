@@ -12,6 +12,7 @@ just made, whose key would then survive the replace).
 from __future__ import annotations
 
 from kraft.protocol.error_codes import ErrorCode
+from kraft.server_config import KEYS
 from metadata.controller import configs as cfgs
 from metadata.controller.common import ApiError, ControllerContext, Txn
 from metadata.image import ConfigResourceType, MetadataImage
@@ -76,6 +77,7 @@ def _table_for(image: MetadataImage, resource_type: int, name: str) -> dict:
 def _alter(ctx: ControllerContext, image: MetadataImage, key: tuple[int, str], changes: list[dict]):
     table = _table_for(image, *key)
     group = key[0] == ConfigResourceType.GROUP
+    broker = key[0] == ConfigResourceType.BROKER
     current = dict(image.config(*key))
     new = dict(current)
     seen = set()
@@ -85,6 +87,8 @@ def _alter(ctx: ControllerContext, image: MetadataImage, key: tuple[int, str], c
             raise ApiError(ErrorCode.INVALID_REQUEST, f"configuration {name} is altered twice")
         seen.add(name)
         spec = table.get(name)
+        if spec is None and broker and name in KEYS:
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {name}")
         if spec is None:
             raise ApiError(ErrorCode.INVALID_CONFIG, cfgs.unknown_group_config(name) if group
                            else f"unknown configuration {name!r}")
@@ -110,7 +114,9 @@ def _alter(ctx: ControllerContext, image: MetadataImage, key: tuple[int, str], c
             else:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op}")
         except cfgs.ConfigError as e:
-            raise ApiError(ErrorCode.INVALID_CONFIG, str(e)) from None
+            # Kafka answers a broker config it cannot apply with INVALID_REQUEST (KAFKA-13609:
+            # kept for compatibility), a topic's or a group's with INVALID_CONFIG
+            raise ApiError(ErrorCode.INVALID_REQUEST if broker else ErrorCode.INVALID_CONFIG, str(e)) from None
     if group:
         try:
             cfgs.check_group_configs(new, ctx.config.group_consumer)
