@@ -82,7 +82,18 @@ def topic_defaults(config: ServerConfig) -> dict[str, tuple[str, int, int]]:
         "segment.ms": (str(config.segment_ms), DEFAULT_CONFIG, _LONG),
         "unclean.leader.election.enable": (_as_text(config["unclean.leader.election.enable"]),
                                            DEFAULT_CONFIG, _BOOLEAN),
+        # Kafka's defaults of the topic keys with no broker key in kraft's server.properties
+        # (LogConfig's, which kraft's log applies): described as Kafka describes them
+        **{k: (v, DEFAULT_CONFIG, _type_of(TOPIC_CONFIGS, k)) for k, v in _FIXED_TOPIC_DEFAULTS.items()},
     }
+
+
+_FIXED_TOPIC_DEFAULTS = {
+    "follower.replication.throttled.replicas": "", "leader.replication.throttled.replicas": "",
+    "local.retention.bytes": "-2", "local.retention.ms": "-2", "max.compaction.lag.ms": str(2**63 - 1),
+    "min.cleanable.dirty.ratio": "0.5", "preallocate": "false", "remote.storage.enable": "false",
+    "remote.log.copy.disable": "false", "remote.log.delete.on.disable": "false", "segment.jitter.ms": "0",
+}
 
 
 # Kafka's DynamicBrokerConfig.brokerConfigSynonyms: a broker key with the keys that stand in
@@ -139,6 +150,35 @@ def broker_key_defaults(config: ServerConfig) -> dict[str, tuple[str | None, int
             for name in KEYS if name not in config.originals}
 
 
+def topic_values(config: ServerConfig, image: MetadataImage, overrides: dict[str, str]):
+    """Every config of a topic whose own overrides are ``overrides``, as this broker sees it:
+    (topic key -> (value, source, type), topic key -> its broker key's synonyms)."""
+    values = topic_defaults(config)
+    # A dynamic broker log default is the topic's default: Kafka reports it with its source.
+    for topic_key, v, source in dynamic_log_defaults(image, config.node_id):
+        values[topic_key] = (v, source, values[topic_key][2] if topic_key in values
+                             else _type_of(TOPIC_CONFIGS, topic_key))
+    for k, v in overrides.items():
+        values[k] = (v, DYNAMIC_TOPIC_CONFIG, values[k][2] if k in values else _type_of(TOPIC_CONFIGS, k))
+    # A default's source is its broker key's first synonym's, as Kafka's (STATIC_BROKER_CONFIG
+    # for a key server.properties sets)
+    inherited = {k: broker_synonyms(config, image, _TOPIC_BROKER_KEY[k]) for k in values if k in _TOPIC_BROKER_KEY}
+    for k, found in inherited.items():
+        v, source, type_ = values[k]
+        if source == DEFAULT_CONFIG and found:
+            values[k] = (v, found[0]["source"], type_)
+    return values, inherited
+
+
+def created_topic_configs(config: ServerConfig, image: MetadataImage, requested: list[dict]) -> list[dict]:
+    """CreateTopics v5+'s answer for a topic created (or validated) with ``requested``
+    configs: every config the new topic has, with its source, as Kafka's controller lists it
+    (``CreateTopicsResult.config()`` in the Java admin client)."""
+    values, _ = topic_values(config, image, {c["name"]: c["value"] for c in requested})
+    return [{"name": k, "value": v, "read_only": False, "config_source": source, "is_sensitive": False}
+            for k, (v, source, _type) in sorted(values.items())]
+
+
 def describe_resource(config: ServerConfig, image: MetadataImage, res: dict, include_synonyms: bool = False) -> dict:
     rtype, name = res["resource_type"], res["resource_name"]
     keys = res["configuration_keys"]
@@ -149,20 +189,7 @@ def describe_resource(config: ServerConfig, image: MetadataImage, res: dict, inc
             out.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                        error_message=f"Topic '{name}' does not exist.")
             return out
-        values = topic_defaults(config)
-        # A dynamic broker log default is the topic's default: Kafka reports it with its source.
-        for topic_key, v, source in dynamic_log_defaults(image, config.node_id):
-            values[topic_key] = (v, source, values[topic_key][2] if topic_key in values
-                                 else _type_of(TOPIC_CONFIGS, topic_key))
-        for k, v in image.config(ConfigResourceType.TOPIC, name).items():
-            values[k] = (v, DYNAMIC_TOPIC_CONFIG, values[k][2] if k in values else _type_of(TOPIC_CONFIGS, k))
-        # A default's source is its broker key's first synonym's, as Kafka's (STATIC_BROKER_CONFIG
-        # for a key server.properties sets)
-        inherited = {k: broker_synonyms(config, image, _TOPIC_BROKER_KEY[k]) for k in values if k in _TOPIC_BROKER_KEY}
-        for k, found in inherited.items():
-            v, source, type_ = values[k]
-            if source == DEFAULT_CONFIG and found:
-                values[k] = (v, found[0]["source"], type_)
+        values, inherited = topic_values(config, image, image.config(ConfigResourceType.TOPIC, name))
     elif rtype == ConfigResourceType.BROKER:
         if name not in ("", str(config.node_id)):
             out.update(error_code=ErrorCode.INVALID_REQUEST,

@@ -1299,7 +1299,7 @@ def _hostport(bootstrap: str) -> tuple[str, int]:
 def run(kafka_bootstrap: str, kraft_bootstrap: str, *, replication: int = 1,
         known: list[KnownDifference] | None = None, verbose: bool = False,
         prefix: str = "diff") -> Comparison:
-    """Run :func:`scenario` against both brokers (one after the other) and compare."""
+    """Run :func:`scenario` against both brokers (at once) and compare."""
     known = known_differences() if known is None else known
 
     async def main():
@@ -1309,10 +1309,16 @@ def run(kafka_bootstrap: str, kraft_bootstrap: str, *, replication: int = 1,
                 sessions = [Session(client, *_hostport(b), {}, verbose=verbose, p=prefix)
                             for b in (kafka_bootstrap, kraft_bootstrap)]
                 versions, ranges = await common_versions(sessions)
-                for s in sessions:
+
+                async def one(s):
                     s.versions = versions
                     await s.discover()
                     await scenario(s, replication=replication)
+                # both brokers at once: each session waits on its own broker (answers, configs
+                # settling), and neither depends on the other's answers
+                async with trio.open_nursery() as both:
+                    for s in sessions:
+                        both.start_soon(one, s)
                 return sessions, versions, ranges
             finally:
                 await client.aclose()

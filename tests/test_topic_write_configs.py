@@ -278,3 +278,51 @@ def test_a_dynamic_producer_id_expiration_applies_to_running_brokers(cluster):
         wait_until(lambda: not producers(), timeout_s=15, what="the idle producer expired")
     finally:
         alter_config(cluster, 4, "", "producer.id.expiration.ms", None)
+
+
+# Apache Kafka 4.1's topic configs (LogConfig), every one of which CreateTopics v5+ answers
+KAFKA_TOPIC_KEYS = {
+    "cleanup.policy", "compression.gzip.level", "compression.lz4.level", "compression.type",
+    "compression.zstd.level", "delete.retention.ms", "file.delete.delay.ms", "flush.messages", "flush.ms",
+    "follower.replication.throttled.replicas", "index.interval.bytes", "leader.replication.throttled.replicas",
+    "local.retention.bytes", "local.retention.ms", "max.compaction.lag.ms", "max.message.bytes",
+    "message.timestamp.after.max.ms", "message.timestamp.before.max.ms", "message.timestamp.type",
+    "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "min.insync.replicas", "preallocate",
+    "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable", "retention.bytes",
+    "retention.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms", "segment.ms",
+    "unclean.leader.election.enable",
+}
+
+
+def test_create_topics_answers_every_config_of_the_new_topic(cluster):
+    """CreateTopics v5+ answers each created topic's configs (the Java admin client's
+    CreateTopicsResult.config()): every topic config Kafka has, the request's own as
+    DYNAMIC_TOPIC_CONFIG and the rest as the brokers' defaults, the same as DescribeConfigs
+    then describes the topic; validate_only answers them too, a refused topic an empty list.
+    Before, kraft answered only the configs the request set."""
+    node = cluster.nodes[1]
+
+    def create(name, validate_only=False):
+        resp = request(node.host, node.broker_port, "CreateTopics", 7, {"topics": [
+            {"name": name, "num_partitions": 1, "replication_factor": 3, "assignments": [],
+             "configs": [{"name": "retention.ms", "value": "12345"}]}], "timeout_ms": 30_000,
+            "validate_only": validate_only})
+        return resp["topics"][0]
+
+    checked = create("configs-answered", validate_only=True)
+    created = create("configs-answered")
+    assert created["error_code"] == 0, created
+    answered = {c["name"]: (c["value"], c["config_source"]) for c in created["configs"]}
+    assert set(answered) == KAFKA_TOPIC_KEYS
+    assert answered["retention.ms"] == ("12345", 1)
+    assert answered["cleanup.policy"] == ("delete", 5) and answered["max.compaction.lag.ms"][0] == str(2**63 - 1)
+    assert {c["name"]: (c["value"], c["config_source"]) for c in checked["configs"]} == answered
+    assert create("configs-answered")["configs"] == []  # it exists now: refused
+
+    wait_until(lambda: partitions_of(cluster, "configs-answered").get(0, {}).get("leader_id", -1) >= 0,
+               what="configs-answered led")
+    leader = cluster.nodes[partitions_of(cluster, "configs-answered")[0]["leader_id"]]
+    resp = request(leader.host, leader.broker_port, "DescribeConfigs", 4, {"resources": [
+        {"resource_type": 2, "resource_name": "configs-answered", "configuration_keys": None}],
+        "include_synonyms": False, "include_documentation": False})
+    assert {c["name"]: (c["value"], c["config_source"]) for c in resp["results"][0]["configs"]} == answered

@@ -120,6 +120,10 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in [
     _key("min.insync.replicas", "int", _at_least(1)),
     _key("preallocate", "boolean"),
     _key("remote.storage.enable", "boolean"),
+    # tiered storage's (KIP-405, KIP-950), stored and described as Kafka's; kraft's log keeps
+    # every segment locally, so neither changes what it does
+    _key("remote.log.copy.disable", "boolean"),
+    _key("remote.log.delete.on.disable", "boolean"),
     _key("retention.bytes", "long"),
     _key("retention.ms", "long", _at_least(-1)),
     _key("segment.bytes", "int", _at_least(14)),
