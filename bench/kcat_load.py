@@ -22,15 +22,13 @@ from pathlib import Path
 
 
 def records_file(path: Path, count: int, size: int) -> Path:
-    """``count`` records of ``size`` bytes, one per line (kcat's default delimiter):
-    random upper-case letters, as kafka-producer-perf-test sends."""
-    import random
-    import string
+    """``count`` records of ``size`` bytes, one per line (kcat's default delimiter): the
+    payload ``kraftctl perf produce`` sends (``cli.perf.make_payload``)."""
+    from cli.perf import make_payload
 
     if path.exists() and path.stat().st_size == count * (size + 1):
         return path
-    rng = random.Random(0)
-    line = ("".join(rng.choice(string.ascii_uppercase) for _ in range(size)) + "\n").encode()
+    line = make_payload(size) + b"\n"
     with open(path, "wb") as f:
         for _ in range(count // 10_000):
             f.write(line * 10_000)

@@ -8,8 +8,8 @@ import logging
 import trio
 
 from broker import broker_loggers
-from broker.config_defaults import created_topic_configs, describe_resource
 from broker.authorization import ACL_APIS, RequestAuthorization, security_disabled, with_every_operation
+from broker.config_defaults import created_topic_configs, describe_resource
 from broker.controller_channel import ControllerChannel, ControllerUnavailable
 from broker.data_path import DataPath
 from broker.delete_records import delete_records
