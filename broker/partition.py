@@ -39,6 +39,7 @@ from kraft.records import (
     PayloadSummary,
     find_null_key,
     find_timestamp_out_of_range,
+    headers_show_within,
     recompress,
     set_log_append_time,
 )
@@ -236,17 +237,21 @@ class Partition:
             keyless = find_null_key(records) if config.compact else None
             if config.timestamps_bounded and not config.log_append_time:
                 low, high = config.timestamp_bounds(clock.wall_ms())
-                late = find_timestamp_out_of_range(records, low, high)
+                if not headers_show_within(payload.headers, low, high):
+                    late = find_timestamp_out_of_range(records, low, high)
         except CorruptRecordError as exc:
             log.info("%s: rejected produce payload: %s", self.name, exc)
             code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE if isinstance(exc, UnsupportedCodecError) \
                 else ErrorCode.CORRUPT_MESSAGE
             return ProduceOutcome(code, message=str(exc)[:200])
+        # A record Kafka's validator refuses is answered with the log start offset, as Kafka's
+        # (an unknown one, -1, goes with the other refusals).
+        start = self.log.log_start_offset
         if keyless is not None:  # as Kafka: a compacted topic's records need keys
-            return ProduceOutcome(ErrorCode.INVALID_RECORD, invalid_batch=keyless, message=(
+            return ProduceOutcome(ErrorCode.INVALID_RECORD, invalid_batch=keyless, log_start_offset=start, message=(
                 f"Compacted topic cannot accept message without key in topic partition {self.name}."))
         if late is not None:  # Kafka's words (it names the record by its index too)
-            return ProduceOutcome(ErrorCode.INVALID_TIMESTAMP, invalid_batch=late[0], message=(
+            return ProduceOutcome(ErrorCode.INVALID_TIMESTAMP, invalid_batch=late[0], log_start_offset=start, message=(
                 f"Timestamp {late[1]} of message with offset {late[0]} is out of range. The timestamp "
                 f"should be within [{'-inf' if low is None else low}, {'inf' if high is None else high}]"))
         max_bytes = config.max_message_bytes
@@ -291,7 +296,9 @@ class Partition:
             return [ProduceOutcome(error) for _ in payloads]
         config = self.log.config
         headers = [h for _, payload in payloads for h in payload.headers]
-        if (config.compact or config.compression_codec is not None or config.timestamps_bounded
+        if (config.compact or config.compression_codec is not None
+                or (config.timestamps_bounded and not config.log_append_time
+                    and not headers_show_within(headers, *config.timestamp_bounds(clock.wall_ms())))
                 or any(h.size > config.max_message_bytes for h in headers)
                 or sum(payload.size for _, payload in payloads) > config.segment_bytes):
             return None

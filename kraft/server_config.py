@@ -173,7 +173,7 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("log.message.timestamp.type", "string", "CreateTime",
        validate=lambda v: None if v in TIMESTAMP_TYPES else "must be " + " or ".join(TIMESTAMP_TYPES)),
     _K("log.message.timestamp.before.max.ms", "int", 2**63 - 1, validate=_at_least(0)),
-    _K("log.message.timestamp.after.max.ms", "int", 2**63 - 1, validate=_at_least(0)),
+    _K("log.message.timestamp.after.max.ms", "int", 3_600_000, validate=_at_least(0)),
     # Log
     _K("log.segment.bytes", "int", 1073741824, validate=_at_least(14)),
     _K("log.roll.ms", "int", None),

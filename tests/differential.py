@@ -514,6 +514,10 @@ async def admin_steps(s: Session, rf: int) -> None:
         "topics": [_topic(s.p + "-small", 1, rf, {"max.message.bytes": "200"})], "timeout_ms": 30_000,
         "validate_only": False})
     await s.wait_topic(s.p + "-small", 1)
+    await s.call("CreateTopics compacted", create, {
+        "topics": [_topic(s.p + "-compact", 1, rf, {"cleanup.policy": "compact"})], "timeout_ms": 30_000,
+        "validate_only": False})
+    await s.wait_topic(s.p + "-compact", 1)
 
     await s.call("DeleteTopics unknown name", "DeleteTopics", {
         "topics": [{"name": s.p + "-no-such-topic", "topic_id": ZERO_UUID}],
@@ -677,6 +681,13 @@ async def data_steps(s: Session, rf: int) -> None:
     zstd = build_batch([(None, b"z")], timestamp=BASE_TIMESTAMP, compression=4)
     await s.call("Produce v6 (older) with a zstd batch", pr, _produce(s.p + "-small", 0, zstd), version=6)
     await s.call("Produce a batch with codec id 7", pr, _produce(s.p + "-small", 0, _with_codec(batch([b"u"]), 7)))
+    # Kafka 4's message.timestamp.after.max.ms default: a CreateTime an hour or more ahead is refused.
+    ahead = int(time.time() * 1000) + 86_400_000
+    await s.call("Produce a record a day ahead of the clock", pr, _produce(s.p + "-small", 0, batch([b"f"], ahead)))
+    await s.call("Produce keyed and keyless records to a compacted topic", pr,
+                 _produce(s.p + "-compact", 0, batch([b"k", b"nokey"], keys=[b"key", None])))
+    await s.call("Produce keyed records to a compacted topic", pr,
+                 _produce(s.p + "-compact", 0, batch([b"k", b"k2"], keys=[b"key", b"key2"])))
 
     fe = "Fetch"
     await s.call("Fetch from 0", fe, _fetch(s.p, topic_id, 0, 0))

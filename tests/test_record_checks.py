@@ -17,6 +17,8 @@ from kraft.records import (
     find_null_key,
     find_timestamp_out_of_range,
     has_null_key,
+    headers_show_within,
+    iter_batches,
     make_control_batch,
 )
 from kraft.records.header import HEADER_SIZE
@@ -127,3 +129,22 @@ def test_timestamps_counted_across_batches_and_records_without_one_skipped():
 def test_log_append_time_batches_carry_no_producer_timestamps_to_check():
     data = _timestamped([1, 2], timestamp_type=1, max_timestamp=5000)
     assert find_timestamp_out_of_range(data, 100, 200) is None
+
+
+def test_headers_alone_clear_batches_only_under_an_upper_bound():
+    """Kafka 4's default bound (at most an hour ahead) is checked from each header's
+    maxTimestamp; a lower bound, or a CreateTime batch past the upper one, needs the records
+    (find_timestamp_out_of_range then names the record).  LogAppendTime and control batches
+    carry no producer timestamps."""
+    def headers(data):
+        return [h for _, h in iter_batches(data, 0, check_crc=False)]
+
+    within, ahead = _timestamped([1000, 4000, 2000], GZIP), _timestamped([1000, 9000])
+    assert headers_show_within(headers(within), None, 4000)
+    assert not headers_show_within(headers(within), None, 3999)
+    assert not headers_show_within(headers(within + ahead), None, 5000)
+    assert find_timestamp_out_of_range(within + ahead, None, 5000) == (4, 9000)
+    assert not headers_show_within(headers(within), 0, 4000)  # a low bound reads the records
+    appended = _timestamped([1, 2], timestamp_type=1, max_timestamp=9000)
+    control = make_control_batch(1, b"\x00\x00\x00\x00\x00\x00", timestamp=9000).encode()
+    assert headers_show_within(headers(appended + control), None, 100)

@@ -160,46 +160,51 @@ def test_compression_type_rewrites_client_batches_in_the_topics_codec(cluster):
 def test_records_outside_the_timestamp_bounds_are_refused(cluster):
     """message.timestamp.before.max.ms / after.max.ms: a CreateTime record further behind or
     ahead of the leader's clock is refused with INVALID_TIMESTAMP (the producer's delivery
-    fails) and not written; records within them, and any record on a topic that sets no
-    bounds (Kafka's defaults), are written.  Before, kraft stored the bounds and checked
-    nothing."""
+    fails) and not written; records within them are written.  A topic that sets no bounds
+    has Kafka 4's defaults: any age, at most an hour ahead (before, kraft had Kafka 3's,
+    no bound: a producer whose clock ran a day ahead was accepted); one that sets
+    after.max.ms to Long.MAX_VALUE bounds nothing."""
     from confluent_kafka import Consumer, KafkaError, Producer
 
-    create_led_topic(cluster, "bounded", 1, 3)
-    create_led_topic(cluster, "unbounded", 1, 3)
+    for topic in ("bounded", "defaults", "unbounded"):
+        create_led_topic(cluster, topic, 1, 3)
     alter_config(cluster, 2, "bounded", "message.timestamp.after.max.ms", "60000")
     alter_config(cluster, 2, "bounded", "message.timestamp.before.max.ms", "3600000")
-    wait_until(lambda: described(cluster, "bounded", "message.timestamp.before.max.ms") == "3600000",
+    alter_config(cluster, 2, "unbounded", "message.timestamp.after.max.ms", str(2**63 - 1))
+    wait_until(lambda: described(cluster, "bounded", "message.timestamp.before.max.ms") == "3600000"
+               and described(cluster, "unbounded", "message.timestamp.after.max.ms") == str(2**63 - 1),
                what="the bounds seen by the leader")
+    assert described(cluster, "defaults", "message.timestamp.after.max.ms") == "3600000"
     hour = 3_600_000
     now = int(time.time() * 1000)
-    sent = {"future": now + hour, "past": now - 2 * hour, "now": now, "a minute ago": now - 60_000}
+    sent = {"future": now + hour // 2, "day ahead": now + 24 * hour, "past": now - 2 * hour,
+            "now": now, "a minute ago": now - 60_000}
     outcome = {}
     p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 0, "retries": 0})
-    for topic in ("bounded", "unbounded"):
+    for topic in ("bounded", "defaults", "unbounded"):
         for name, ts in sent.items():  # a batch each: a refused record fails its whole batch
             p.produce(topic, name.encode(), timestamp=ts,
                       on_delivery=lambda err, msg: outcome.__setitem__((msg.topic(), msg.value().decode()),
                                                                        None if err is None else err.code()))
             assert p.flush(30) == 0
-    assert outcome == {**{("bounded", name): None for name in ("now", "a minute ago")},
-                       ("bounded", "future"): KafkaError.INVALID_TIMESTAMP,
-                       ("bounded", "past"): KafkaError.INVALID_TIMESTAMP,
-                       **{("unbounded", name): None for name in sent}}, outcome
+    refused = {("bounded", "future"), ("bounded", "day ahead"), ("bounded", "past"), ("defaults", "day ahead")}
+    assert outcome == {(topic, name): KafkaError.INVALID_TIMESTAMP if (topic, name) in refused else None
+                       for topic in ("bounded", "defaults", "unbounded") for name in sent}, outcome
 
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "bounds-reader",
                          "auto.offset.reset": "earliest"})
+    expected = sorted((topic, name, ts) for topic in ("bounded", "defaults", "unbounded")
+                      for name, ts in sent.items() if (topic, name) not in refused)
     try:
-        consumer.subscribe(["bounded", "unbounded"])
+        consumer.subscribe(["bounded", "defaults", "unbounded"])
         read, deadline = [], time.monotonic() + 30
-        while len(read) < 6 and time.monotonic() < deadline:
+        while len(read) < len(expected) and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is None:
                 read.append((msg.topic(), msg.value().decode(), msg.timestamp()[1]))
     finally:
         consumer.close()
-    assert sorted(read) == sorted([("bounded", "now", now), ("bounded", "a minute ago", now - 60_000)]
-                                  + [("unbounded", name, ts) for name, ts in sent.items()])
+    assert sorted(read) == expected
 
 
 def test_batches_a_consumer_could_not_read_are_refused(cluster):

@@ -69,9 +69,10 @@ class LogConfig:
     # max timestamp, with the timestamp-type attribute bit) before writing it.
     message_timestamp_type: str = "CreateTime"
     # A CreateTime record more than this far behind or ahead of the leader's clock is
-    # refused (INVALID_TIMESTAMP); the defaults bound nothing.
+    # refused (INVALID_TIMESTAMP).  Kafka 4's defaults (KIP-1030): any age, at most an hour
+    # ahead (Kafka 3 bounded neither); the headers' maxTimestamp checks the second.
     message_timestamp_before_max_ms: int = INT64_MAX
-    message_timestamp_after_max_ms: int = INT64_MAX
+    message_timestamp_after_max_ms: int = 3_600_000
     # Not "producer": a leader rewrites each client batch in another codec in this one (at
     # its level: gzip's -1 is zlib's default, 6), as Kafka does; the records are not read.
     compression_type: str = "producer"

@@ -49,7 +49,7 @@ from kraft.records.errors import (
     UnsupportedCodecError,
 )
 from kraft.records.header import BatchHeader, iter_batches, parse_header, peek_size, verify_crc
-from kraft.records.record_checks import find_null_key, find_timestamp_out_of_range, has_null_key
+from kraft.records.record_checks import find_null_key, find_timestamp_out_of_range, has_null_key, headers_show_within
 from kraft.records.legacy import (
     LegacyBatch,
     decode_all,
@@ -77,7 +77,7 @@ __all__ = [
     "LegacyBatch", "read_legacy", "decode_message_set", "decode_all", "peek_magic",
     "legacy_to_batch",
     "BatchHeader", "parse_header", "peek_size", "verify_crc", "iter_batches",
-    "find_null_key", "find_timestamp_out_of_range", "has_null_key",
+    "find_null_key", "find_timestamp_out_of_range", "has_null_key", "headers_show_within",
     "PayloadSummary", "validate_payload", "count_records", "assign_offsets", "recompress",
     "set_log_append_time",
     "CorruptRecordError", "TruncatedBatchError", "InvalidRecordError", "CompressionError",

@@ -74,6 +74,15 @@ def find_timestamp_out_of_range(buf, low: int | None, high: int | None, pos: int
     return None
 
 
+def headers_show_within(headers, low: int | None, high: int | None) -> bool:
+    """Whether batch headers alone show every CreateTime record of their batches within
+    ``high`` (see :func:`find_timestamp_out_of_range`): true when there is no ``low`` and
+    each batch's maxTimestamp is within ``high``, so a leader checks Kafka 4's default
+    bound (``message.timestamp.after.max.ms``, one hour) from the headers it already has,
+    reading no record of a producer whose clock is right."""
+    return low is None and all(h.timestamp_type or h.is_control or h.max_timestamp <= high for h in headers)
+
+
 def _records(buf, pos: int, max_output_bytes: int, wanted) -> Iterator[tuple[int, BatchHeader, int, int]]:
     """(index, batch header, timestamp delta, key length) of each data record of the
     batches ``wanted(header)`` picks; the others are counted, not read."""
@@ -110,4 +119,4 @@ def _fields(section, count: int) -> Iterator[tuple[int, int, int]]:
         pos = record_end
 
 
-__all__ = ["find_null_key", "find_timestamp_out_of_range", "has_null_key"]
+__all__ = ["find_null_key", "find_timestamp_out_of_range", "has_null_key", "headers_show_within"]
