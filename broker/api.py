@@ -9,7 +9,7 @@ import trio
 
 from broker import broker_loggers
 from broker.authorization import ACL_APIS, RequestAuthorization, security_disabled, with_every_operation
-from broker.config_defaults import created_topic_configs, describe_resource
+from broker.config_defaults import describe_resource, with_created_configs
 from broker.controller_channel import ControllerChannel, ControllerUnavailable
 from broker.data_path import DataPath
 from broker.delete_records import delete_records
@@ -144,7 +144,7 @@ class BrokerApi:
             return await broker_loggers.alter_configs(
                 self.config.node_id, body, lambda rest: self.forward("IncrementalAlterConfigs", version, rest))
         if api == "CreateTopics" and version >= 5:
-            return self._with_created_configs(body, await self.forward(api, version, body))
+            return with_created_configs(self.config, self.metadata.image, body, await self.forward(api, version, body))
         if api in FORWARDED:
             return await self.forward(api, version, body)
         if api == "DescribeConfigs":
@@ -174,15 +174,6 @@ class BrokerApi:
             return await self.groups.handle(api, version, body, client_id=request.header.client_id,
                                             client_host=f"/{host}" if host and host != "?" else "")
         raise AssertionError(f"{api} is advertised but has no handler")
-
-    def _with_created_configs(self, body: dict, response: dict) -> dict:
-        """Each topic created (or validated) gets its configs, this broker's defaults under the
-        request's own; a refused one an empty list, as Kafka's answer."""
-        requested = {t["name"]: t["configs"] for t in body["topics"]}
-        for t in response.get("topics") or ():
-            ok = not t["error_code"] and t["name"] in requested
-            t["configs"] = created_topic_configs(self.config, self.metadata.image, requested[t["name"]]) if ok else []
-        return response
 
     async def _commit_offsets(self, api: str, version: int, body: dict, client_id: str | None) -> dict:
         """(Txn)OffsetCommit: as Kafka, an offset for a partition that does not exist is

@@ -179,6 +179,17 @@ def created_topic_configs(config: ServerConfig, image: MetadataImage, requested:
             for k, (v, source, _type) in sorted(values.items())]
 
 
+def with_created_configs(config: ServerConfig, image: MetadataImage, body: dict, response: dict) -> dict:
+    """A CreateTopics v5+ ``response`` to ``body`` with each topic created (or validated)
+    given its configs (:func:`created_topic_configs`) and a refused one an empty list, as
+    Kafka's answer, from a broker or a controller listener alike."""
+    requested = {t["name"]: t["configs"] for t in body["topics"]}
+    for t in response.get("topics") or ():
+        ok = not t["error_code"] and t["name"] in requested
+        t["configs"] = created_topic_configs(config, image, requested[t["name"]]) if ok else []
+    return response
+
+
 def describe_resource(config: ServerConfig, image: MetadataImage, res: dict, include_synonyms: bool = False) -> dict:
     rtype, name = res["resource_type"], res["resource_name"]
     keys = res["configuration_keys"]

@@ -6,9 +6,10 @@ import json
 
 import click
 
+from broker.group.classic_members import decode_assignment
+from broker.group.state import MalformedProtocol
 from cli.admin_client import AdminClient, AdminError, error_name
 from cli.topics import fail
-from kraft.protocol import codec
 
 
 def _coordinator(admin: AdminClient, group: str) -> tuple[str, int]:
@@ -85,15 +86,10 @@ def member_partitions(member) -> list[tuple[str, int]]:
     """The (topic, partition)s assigned to a member of a described group."""
     if "partitions" in member:  # a KIP-848 group's
         return list(member["partitions"])
-    data = member["member_assignment"]
-    if not data:
-        return []
     try:
-        a = codec.decode("ConsumerProtocolAssignment", "data", int.from_bytes(data[:2], "big"), data[2:],
-                         allow_trailing=True)
-    except Exception:  # noqa: BLE001 - not the consumer protocol: show no partitions
+        return decode_assignment(member["member_assignment"])
+    except MalformedProtocol:  # not the consumer protocol: show no partitions
         return []
-    return [(t["topic"], p) for t in a["assigned_partitions"] for p in t["partitions"]]
 
 
 @click.command("consumer-groups")

@@ -466,8 +466,12 @@ class Node:
             return {"results": [describe_resource(self.config, self.controller.controller.image, res,
                                                   request.body.get("include_synonyms", False))
                                 for res in request.body["resources"]]}
-        return await self.controller.handle(api, request.version, request.body,
-                                            request.connection_id)
+        response = await self.controller.handle(api, request.version, request.body, request.connection_id)
+        if api == "CreateTopics" and request.version >= 5:  # the new topics' configs, as a broker's answer
+            from broker.config_defaults import with_created_configs
+
+            return with_created_configs(self.config, self.controller.controller.image, request.body, response)
+        return response
 
     async def _change_voters(self, api: str, body: dict) -> dict:
         """AddRaftVoter / RemoveRaftVoter (KIP-853), answered by the quorum leader once the

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from cluster_helpers import alter_config, create_led_topic, fast_overrides, partitions_of, request, start_cluster, \
-    wait_until
+from cluster_helpers import alter_config, create_led_topic, describe_quorum, fast_overrides, partitions_of, request, \
+    start_cluster, wait_until
 from kraft.local_cluster import LocalCluster
 from kraft.records import iter_batches
 
@@ -304,11 +304,12 @@ def test_create_topics_answers_every_config_of_the_new_topic(cluster):
     CreateTopicsResult.config()): every topic config Kafka has, the request's own as
     DYNAMIC_TOPIC_CONFIG and the rest as the brokers' defaults, the same as DescribeConfigs
     then describes the topic; validate_only answers them too, a refused topic an empty list.
-    Before, kraft answered only the configs the request set."""
+    Before, kraft answered only the configs the request set.  The active controller's
+    listener (``--bootstrap-controller``) answers them as a broker does."""
     node = cluster.nodes[1]
 
-    def create(name, validate_only=False):
-        resp = request(node.host, node.broker_port, "CreateTopics", 7, {"topics": [
+    def create(name, validate_only=False, port=None):
+        resp = request(node.host, port or node.broker_port, "CreateTopics", 7, {"topics": [
             {"name": name, "num_partitions": 1, "replication_factor": 3, "assignments": [],
              "configs": [{"name": "retention.ms", "value": "12345"}]}], "timeout_ms": 30_000,
             "validate_only": validate_only})
@@ -323,6 +324,12 @@ def test_create_topics_answers_every_config_of_the_new_topic(cluster):
     assert answered["cleanup.policy"] == ("delete", 5) and answered["max.compaction.lag.ms"][0] == str(2**63 - 1)
     assert {c["name"]: (c["value"], c["config_source"]) for c in checked["configs"]} == answered
     assert create("configs-answered")["configs"] == []  # it exists now: refused
+    active = describe_quorum(cluster, 1)["leader_id"]
+    node = cluster.nodes[active]
+    via_controller = create("configs-answered-by-controller", validate_only=True, port=node.controller_port)
+    assert via_controller["error_code"] == 0, via_controller
+    assert {c["name"]: (c["value"], c["config_source"]) for c in via_controller["configs"]} == answered
+    node = cluster.nodes[1]
 
     wait_until(lambda: partitions_of(cluster, "configs-answered").get(0, {}).get("leader_id", -1) >= 0,
                what="configs-answered led")
