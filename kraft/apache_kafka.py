@@ -16,6 +16,7 @@ loopback (combined broker+controller nodes, free ports) with the settings
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -101,7 +102,9 @@ def missing_programs() -> list[str]:
 def ensure_libs(timeout_s: float = 900.0) -> Path:
     """The directory holding every Kafka jar, downloading them the first time.
 
-    A ``.complete`` marker is written last, so an interrupted download is redone."""
+    A ``.complete`` marker is written last, so an interrupted download is redone; a lock
+    file beside the directory keeps two processes (two test workers, two runs) from
+    writing the same jars at once, one of them reading a jar the other is still writing."""
     libs = libs_dir()
     marker = libs / ".complete"
     if marker.exists():
@@ -110,6 +113,15 @@ def ensure_libs(timeout_s: float = 900.0) -> Path:
     if missing:
         raise KafkaUnavailable(f"{', '.join(missing)} not on PATH")
     libs.mkdir(parents=True, exist_ok=True)
+    with open(libs.parent / f".{libs.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not marker.exists():  # else another process finished while this one waited
+            _download_libs(libs, timeout_s)
+    return libs
+
+
+def _download_libs(libs: Path, timeout_s: float) -> None:
+    marker = libs / ".complete"
     try:
         result = subprocess.run(
             ["mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
@@ -124,7 +136,6 @@ def ensure_libs(timeout_s: float = 900.0) -> Path:
     (libs / "log4j2-tools.properties").write_text(_LOG4J2.format(level="warn"))
     (libs / "log4j2-server.properties").write_text(_LOG4J2.format(level="info"))
     marker.write_text(kafka_version() + "\n")
-    return libs
 
 
 def java_command(main_class: str, args: list[str], *, libs: Path | None = None,

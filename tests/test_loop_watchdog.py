@@ -80,10 +80,16 @@ def release_when_grown(monkeypatch):
     monkeypatch.setattr(loop_watchdog, "_hosted_replicas", 0)
 
 
-async def collect_and_tick() -> int:
-    """A full collection, then a watchdog tick (which freezes its survivors); the frozen count."""
+async def collect_and_tick(watchdog: LoopWatchdog) -> int:
+    """A full collection, then the watchdog's next tick (which freezes its survivors); the
+    frozen count right after that tick.  Waiting for the tick itself, not a fixed time: on a
+    busy machine the collection takes a second and a fixed wait can span two ticks, the
+    second freezing again what the first released."""
     gc.collect(2)
-    await trio.sleep(0.3)
+    collected = time.monotonic()
+    with trio.fail_after(30):
+        while watchdog._last_tick <= collected:
+            await trio.sleep(0.005)
     return gc.get_freeze_count()
 
 
@@ -92,7 +98,7 @@ async def test_removed_replicas_release_the_frozen_set_once_they_are_a_tenth_of_
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watchdog.run)
         await trio.sleep(0.15)
-        assert await collect_and_tick() >= len(long_lived_state)
+        assert await collect_and_tick(watchdog) >= len(long_lived_state)
         # One replica of 100,000 removed: a full walk of everything is not worth its garbage.
         replicas_removed(1, 99_999)
         replicas_removed(8_000, 91_999)
@@ -110,12 +116,12 @@ async def test_the_frozen_set_is_released_when_it_has_doubled_since_the_last_rel
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watchdog.run)
         await trio.sleep(0.15)
-        frozen = await collect_and_tick()
+        frozen = await collect_and_tick(watchdog)
         assert frozen >= len(long_lived_state)
         for _ in range(3):  # steady: frozen, and kept so (a frozen object freed by its refcount leaves the set)
-            assert await collect_and_tick() >= frozen * 0.99
+            assert await collect_and_tick(watchdog) >= frozen * 0.99
         more = [{"n": n, "list": [n]} for n in range(len(long_lived_state) * 3 // 2)]  # it more than doubles
-        assert await collect_and_tick() == 0  # frozen at twice the size: released at that tick
+        assert await collect_and_tick(watchdog) == 0  # frozen at twice the size: released at that tick
         del more
         nursery.cancel_scope.cancel()
 
@@ -128,10 +134,10 @@ async def test_growth_that_hosted_replicas_account_for_is_not_taken_for_garbage(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watchdog.run)
         await trio.sleep(0.15)
-        frozen = await collect_and_tick()
+        frozen = await collect_and_tick(watchdog)
         replicas_hosted(3 * frozen // loop_watchdog.OBJECTS_PER_REPLICA)  # the replicas it now holds
         more = [{"n": n, "list": [n]} for n in range(len(long_lived_state) * 3 // 2)]
-        assert await collect_and_tick() >= frozen * 0.99  # still frozen: what it holds accounts for it
+        assert await collect_and_tick(watchdog) >= frozen * 0.99  # still frozen: what it holds accounts for it
         del more
         nursery.cancel_scope.cancel()
 
