@@ -235,10 +235,10 @@ class Partition:
             if isinstance(payload, CorruptRecordError):
                 raise payload
             keyless = find_null_key(records) if config.compact else None
-            if config.timestamps_bounded and not config.log_append_time:
-                low, high = config.timestamp_bounds(clock.wall_ms())
-                if not headers_show_within(payload.headers, low, high):
-                    late = find_timestamp_out_of_range(records, low, high)
+            bounds = self._timestamp_bounds_to_read(payload.headers)
+            if bounds is not None:
+                low, high = bounds
+                late = find_timestamp_out_of_range(records, low, high)
         except CorruptRecordError as exc:
             log.info("%s: rejected produce payload: %s", self.name, exc)
             code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE if isinstance(exc, UnsupportedCodecError) \
@@ -297,8 +297,7 @@ class Partition:
         config = self.log.config
         headers = [h for _, payload in payloads for h in payload.headers]
         if (config.compact or config.compression_codec is not None
-                or (config.timestamps_bounded and not config.log_append_time
-                    and not headers_show_within(headers, *config.timestamp_bounds(clock.wall_ms())))
+                or self._timestamp_bounds_to_read(headers) is not None
                 or any(h.size > config.max_message_bytes for h in headers)
                 or sum(payload.size for _, payload in payloads) > config.segment_bytes):
             return None
@@ -319,6 +318,17 @@ class Partition:
             offset += count
             outcomes.append(self._await_isr(outcome, min_insync_replicas, deadline_ms) if acks == -1 else outcome)
         return outcomes
+
+    def _timestamp_bounds_to_read(self, headers) -> tuple[int | None, int | None] | None:
+        """The (low, high) timestamp bounds a produce's records must be read against, or None
+        when their batch headers already show them within (Kafka 4's default bound, checked
+        from each header's maxTimestamp), the topic bounds nothing, or its leader stamps
+        LogAppendTime."""
+        config = self.log.config
+        if not config.timestamps_bounded or config.log_append_time:
+            return None
+        low, high = config.timestamp_bounds(clock.wall_ms())
+        return None if headers_show_within(headers, low, high) else (low, high)
 
     def _recompressed(self, buf: bytearray, batches: list, codec: int) -> tuple[bytearray, list]:
         """``buf``'s batches with every one in another codec rewritten in ``codec`` (the

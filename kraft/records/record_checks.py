@@ -57,15 +57,9 @@ def find_timestamp_out_of_range(buf, low: int | None, high: int | None, pos: int
 
     Raises: as :func:`find_null_key`.
     """
-
-    def may_break(h: BatchHeader) -> bool:
-        if h.timestamp_type:  # LogAppendTime: no producer timestamps to check
-            return False
-        return low is not None or h.max_timestamp > high
-
     if low is None and high is None:
         return None
-    for index, header, delta, _ in _records(buf, pos, max_output_bytes, may_break):
+    for index, header, delta, _ in _records(buf, pos, max_output_bytes, lambda h: _may_break(h, low, high)):
         timestamp = header.base_timestamp + delta
         if timestamp == NO_TIMESTAMP:
             continue
@@ -80,7 +74,16 @@ def headers_show_within(headers, low: int | None, high: int | None) -> bool:
     each batch's maxTimestamp is within ``high``, so a leader checks Kafka 4's default
     bound (``message.timestamp.after.max.ms``, one hour) from the headers it already has,
     reading no record of a producer whose clock is right."""
-    return low is None and all(h.timestamp_type or h.is_control or h.max_timestamp <= high for h in headers)
+    return not any(_may_break(h, low, high) for h in headers if not h.is_control)
+
+
+def _may_break(h: BatchHeader, low: int | None, high: int | None) -> bool:
+    """Whether a data batch may hold a record outside the bounds: a lower bound needs every
+    record read (a record's timestamp delta may be negative), an upper one only a batch whose
+    maxTimestamp is past it."""
+    if h.timestamp_type:  # LogAppendTime: no producer timestamps to check
+        return False
+    return low is not None or (high is not None and h.max_timestamp > high)
 
 
 def _records(buf, pos: int, max_output_bytes: int, wanted) -> Iterator[tuple[int, BatchHeader, int, int]]:
