@@ -65,6 +65,16 @@ class MetadataDelta:
             return self.image.brokers.get(broker_id)
         return None if b is _DELETED else b
 
+    def partition(self, topic_id: uuid.UUID, index: int) -> PartitionRegistration | None:
+        """The partition as the records replayed so far leave it, without building an image."""
+        t = self._topics.get(topic_id)
+        if t is _DELETED:
+            return None
+        if t is None:
+            topic = self.image.topics_by_id.get(topic_id)
+            return None if topic is None else topic.partitions.get(index)
+        return t.partitions.get(index)
+
     def _topic(self, topic_id: uuid.UUID) -> _TopicChange | None:
         t = self._topics.get(topic_id)
         if t is _DELETED:

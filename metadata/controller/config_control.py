@@ -24,15 +24,18 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 def incremental_alter_configs(ctx: ControllerContext, txn: Txn, version: int, req: dict,
                               now_ms: int) -> dict:
     keys = [(r["resource_type"], r["resource_name"]) for r in req["resources"]]
+    seen = set()
+    twice = {k for k in keys if k in seen or seen.add(k)}
+    image = txn.image  # a resource named twice is refused: none reads another's change
     out = []
     for r in req["resources"]:
         key = (r["resource_type"], r["resource_name"])
         result = {"error_code": 0, "error_message": None, "resource_type": key[0], "resource_name": key[1]}
         out.append(result)
         try:
-            if keys.count(key) > 1:
+            if key in twice:
                 raise ApiError(ErrorCode.INVALID_REQUEST, "the resource is named twice in the request")
-            records = _alter(ctx, txn.image, key, r["configs"])
+            records = _alter(ctx, image, key, r["configs"])
         except ApiError as e:
             result.update(error_code=int(e.code), error_message=e.message)
             continue

@@ -27,9 +27,12 @@ from metadata.image import NO_LEADER, LeaderRecoveryState
 def alter_partition(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:
     broker_id = req["broker_id"]
     check_broker_epoch(txn, broker_id, req["broker_epoch"])
+    # Topics and brokers as before the request (it changes neither); partitions through
+    # the transaction (txn.partition), as earlier ones of the request left them.
+    image = txn.image
     topics_out = []
     for t in req["topics"]:
-        topic = txn.image.topic_by_id(t["topic_id"]) if version >= 2 else txn.image.topic(t["topic_name"])
+        topic = image.topic_by_id(t["topic_id"]) if version >= 2 else image.topic(t["topic_name"])
         parts_out = []
         topics_out.append({"topic_name": t["topic_name"], "topic_id": t["topic_id"], "partitions": parts_out})
         for p in t["partitions"]:
@@ -38,8 +41,8 @@ def alter_partition(ctx: ControllerContext, txn: Txn, version: int, req: dict, n
                 if topic is None:
                     raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID if version >= 2
                                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                _alter_one(txn, version, broker_id, topic.id, index, p)
-                part = txn.image.partition(topic.id, index)
+                _alter_one(txn, image, version, broker_id, topic.id, index, p)
+                part = txn.partition(topic.id, index)
                 parts_out.append({
                     "partition_index": index, "error_code": 0, "leader_id": part.leader,
                     "leader_epoch": part.leader_epoch, "isr": list(part.isr),
@@ -51,8 +54,9 @@ def alter_partition(ctx: ControllerContext, txn: Txn, version: int, req: dict, n
     return {"throttle_time_ms": 0, "error_code": 0, "topics": topics_out}
 
 
-def _alter_one(txn: Txn, version: int, broker_id: int, topic_id, index: int, p: dict) -> None:
-    part = txn.image.partition(topic_id, index)
+def _alter_one(txn: Txn, image, version: int, broker_id: int, topic_id, index: int, p: dict) -> None:
+    """One partition's ISR change; ``image``: the brokers (from before the request)."""
+    part = txn.partition(topic_id, index)
     if part is None:
         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     # A leader ahead of us means we are probably no longer the active controller.
@@ -82,15 +86,15 @@ def _alter_one(txn: Txn, version: int, broker_id: int, topic_id, index: int, p: 
             and recovery == LeaderRecoveryState.RECOVERING:
         raise ApiError(ErrorCode.INVALID_REQUEST, "a recovering leader cannot grow the ISR")
     for b, epoch in members:
-        reg = txn.image.broker(b)
+        reg = image.broker(b)
         if reg is None or not reg.is_active or (epoch != -1 and reg.epoch != epoch):
             raise ApiError(ErrorCode.INELIGIBLE_REPLICA if version > 1 else ErrorCode.OPERATION_NOT_ATTEMPTED,
                            f"broker {b} cannot join the ISR")
-    rec = change_partition(txn.image, topic_id, index, part, target_isr=new_isr, recovery_state=recovery)
+    rec = change_partition(image, topic_id, index, part, target_isr=new_isr, recovery_state=recovery)
     if rec is not None:
         txn.add(rec)
-    assert txn.image.partition(topic_id, index).leader == part.leader or part.leader == NO_LEADER
-    done = reassignment.completion(txn, topic_id, index)  # the last adding replica joined the ISR
+    assert txn.partition(topic_id, index).leader == part.leader or part.leader == NO_LEADER
+    done = reassignment.completion(txn, image, topic_id, index)  # the last adding replica joined the ISR
     if done is not None:
         txn.add(done)
 
@@ -110,11 +114,12 @@ def elect_leaders(ctx: ControllerContext, txn: Txn, version: int, req: dict, now
     if everything:
         wanted = [{"topic": name, "partitions": sorted(t.partitions)}
                   for name, t in sorted(txn.image.topics_by_name.items())]
+    image = txn.image  # topics and brokers; partitions through txn.partition, as alter_partition
     results = []
     for entry in wanted:
         parts_out = []
         for index in entry["partitions"]:
-            code, message = _elect_one(txn, election, entry["topic"], index)
+            code, message = _elect_one(txn, image, election, entry["topic"], index)
             if everything and code == ErrorCode.ELECTION_NOT_NEEDED:
                 continue  # asked for everything: report only what was attempted
             parts_out.append({"partition_id": index, "error_code": int(code), "error_message": message})
@@ -123,22 +128,22 @@ def elect_leaders(ctx: ControllerContext, txn: Txn, version: int, req: dict, now
     return {"throttle_time_ms": 0, "error_code": 0, "replica_election_results": results}
 
 
-def _elect_one(txn: Txn, election: int, name: str, index: int):
-    topic = txn.image.topic(name)
-    part = None if topic is None else topic.partitions.get(index)
+def _elect_one(txn: Txn, image, election: int, name: str, index: int):
+    topic = image.topic(name)
+    part = None if topic is None else txn.partition(topic.id, index)
     if part is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {name}-{index}"
     if election == PREFERRED:
         if part.replicas and part.leader == part.replicas[0]:
             return ErrorCode.ELECTION_NOT_NEEDED, None
-        rec = preferred_election(txn.image, topic.id, index, part)
+        rec = preferred_election(image, topic.id, index, part)
         if rec is None:
             return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, \
                 f"the preferred leader of {name}-{index} is not an available ISR member"
     else:
         if part.leader != NO_LEADER:
             return ErrorCode.ELECTION_NOT_NEEDED, None
-        rec = change_partition(txn.image, topic.id, index, part, unclean=True)
+        rec = change_partition(image, topic.id, index, part, unclean=True)
         if rec is None or rec.data["leader"] in (NO_LEADER, -2):
             return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"no live replica of {name}-{index}"
     txn.add(rec)

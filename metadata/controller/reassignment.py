@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from kraft.protocol.error_codes import ErrorCode
 from metadata.controller.common import ApiError, ControllerContext, Txn
-from metadata.image import NO_LEADER, PartitionRegistration
+from metadata.image import NO_LEADER, MetadataImage, PartitionRegistration
 from metadata.serde import MetadataRecord, make
 
 
@@ -124,10 +124,11 @@ def _cancel(image, topic_id, index: int, part: PartitionRegistration) -> Metadat
     return make("PartitionChangeRecord", partition_id=index, topic_id=topic_id, **fields)
 
 
-def completion(txn: Txn, topic_id, index: int) -> MetadataRecord | None:
+def completion(txn: Txn, brokers: MetadataImage, topic_id, index: int) -> MetadataRecord | None:
     """The record that completes ``index``'s reassignment, once every adding replica is in
-    its ISR (called after each ISR change); None if there is nothing to complete."""
-    part = txn.image.partition(topic_id, index)
+    its ISR (called after each ISR change); None if there is nothing to complete.
+    ``brokers``: an image whose brokers are current (the partition is read from ``txn``)."""
+    part = txn.partition(topic_id, index)
     if part is None or not is_reassigning(part):
         return None
     if any(b not in part.isr for b in part.adding_replicas):
@@ -136,7 +137,7 @@ def completion(txn: Txn, topic_id, index: int) -> MetadataRecord | None:
     isr = [b for b in part.isr if b in target]
     if not isr:
         return None
-    return _complete(txn.image, topic_id, index, part, target, isr)
+    return _complete(brokers, topic_id, index, part, target, isr)
 
 
 def list_partition_reassignments(ctx: ControllerContext, txn: Txn, version: int, req: dict,

@@ -3,7 +3,11 @@
 CreateTopics, DeleteTopics and CreatePartitions answer per topic: one topic's error does
 not stop the others.  Every check runs against the image including records not yet
 committed (and earlier topics of the same request), so two creations of one name cannot
-both succeed.
+both succeed.  CreateTopics and DeleteTopics read the image as it was before the request
+and keep what the request itself created or removed beside it: building the image again
+after every topic (``Txn.image``) copies every topic's entry, which made one request of
+3,000 topics take 9 s.  CreatePartitions refuses a topic named twice, so the image from
+before the request is all it reads.
 """
 
 from __future__ import annotations
@@ -64,14 +68,29 @@ def usable_brokers(image: MetadataImage) -> list[UsableBroker]:
     return [UsableBroker(b.id, b.rack) for b in image.active_brokers()]
 
 
-def new_topic_id(rng: Random, image: MetadataImage) -> uuid.UUID:
+def new_topic_id(rng: Random, image: MetadataImage, taken=frozenset()) -> uuid.UUID:
+    """A new topic id: none of ``image``'s, nor in ``taken`` (ids given out since it)."""
     while True:
         topic_id = uuid.UUID(int=rng.getrandbits(128), version=4)
         # Kafka never hands out ids whose base64 form starts with '-' (62 in the alphabet)
         if topic_id.int >> 122 == 62 or topic_id in (ZERO_UUID, METADATA_TOPIC_ID):
             continue
-        if image.topic_by_id(topic_id) is None:
+        if image.topic_by_id(topic_id) is None and topic_id not in taken:
             return topic_id
+
+
+class _Created:
+    """The topics one CreateTopics has created so far, beside the image from before it: the
+    names that collide with them or with the image's (``.`` and ``_`` are the same to
+    Kafka's metrics) and the ids given out."""
+
+    def __init__(self, image: MetadataImage):
+        self.collisions = {_collision_key(name): name for name in image.topics_by_name}
+        self.ids: set[uuid.UUID] = set()
+
+    def add(self, name: str, topic_id: uuid.UUID) -> None:
+        self.collisions.setdefault(_collision_key(name), name)
+        self.ids.add(topic_id)
 
 
 def _check_manual(image: MetadataImage, replicas: list[int], index: int) -> list[int]:
@@ -118,7 +137,9 @@ def create_topics(ctx: ControllerContext, txn: Txn, version: int, req: dict, now
             {"name": name, "topic_id": ZERO_UUID, "error_code": ErrorCode.POLICY_VIOLATION,
              "error_message": EXCESSIVE_BATCH, "num_partitions": -1, "replication_factor": -1,
              "configs": None} for name in dict.fromkeys(names)]}
-    duplicates = {n for n in names if names.count(n) > 1}
+    seen = set()
+    duplicates = {n for n in names if n in seen or seen.add(n)}
+    image, created = txn.image, None
     results = []
     seen = set()
     for topic in req["topics"]:
@@ -132,25 +153,27 @@ def create_topics(ctx: ControllerContext, txn: Txn, version: int, req: dict, now
         try:
             if name in duplicates:
                 raise ApiError(ErrorCode.INVALID_REQUEST, "duplicate topic name in the request")
-            records = _create_topic(ctx, txn.image, topic, result)
+            created = created or _Created(image)
+            records = _create_topic(ctx, image, created, topic, result)
         except ApiError as e:
             result.update(error_code=int(e.code), error_message=e.message)
             continue
-        if not req["validate_only"]:
+        if not req["validate_only"]:  # (validated topics are not there for the next ones to collide with)
             txn.add(*records)
+            created.add(name, result["topic_id"])
     return {"throttle_time_ms": 0, "topics": results}
 
 
-def _create_topic(ctx: ControllerContext, image: MetadataImage, topic: dict, result: dict):
+def _create_topic(ctx: ControllerContext, image: MetadataImage, created: _Created, topic: dict, result: dict):
+    """The records creating ``topic``; ``image`` is from before the request, ``created``
+    what the request has created since."""
     name = topic["name"]
     validate_topic_name(name)
     if image.topic(name) is not None:
         raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-    key = _collision_key(name)
-    for other in image.topics_by_name:
-        if _collision_key(other) == key:
-            raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                           f"topic {name!r} collides with existing topic {other!r}")
+    other = created.collisions.get(_collision_key(name))
+    if other is not None:
+        raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic {name!r} collides with existing topic {other!r}")
 
     config_records = []
     configs = {}
@@ -197,7 +220,7 @@ def _create_topic(ctx: ControllerContext, image: MetadataImage, topic: dict, res
             raise ApiError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
         isrs = assignment
 
-    topic_id = new_topic_id(ctx.rng, image)
+    topic_id = new_topic_id(ctx.rng, image, created.ids)
     records = [make("TopicRecord", name=name, topic_id=topic_id)]
     for index, (replicas, isr) in enumerate(zip(assignment, isrs)):
         records.append(_new_partition(topic_id, index, replicas, isr))
@@ -228,7 +251,8 @@ def delete_topics(ctx: ControllerContext, txn: Txn, version: int, req: dict, now
     else:
         items = [(n, None) for n in req["topic_names"]]
     out = []
-    removed = set()
+    removed = set()  # the ids this request removed (read from the image before it)
+    image = txn.image
     for name, topic_id in items:
         result = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": 0, "error_message": None}
         out.append(result)
@@ -239,19 +263,19 @@ def delete_topics(ctx: ControllerContext, txn: Txn, version: int, req: dict, now
             if by_id and name is not None:
                 raise ApiError(ErrorCode.INVALID_REQUEST, "give a topic name or a topic id, not both")
             if by_id:
-                topic = txn.image.topic_by_id(topic_id)
-                if topic is None and topic_id not in removed:
+                topic = image.topic_by_id(topic_id)
+                if topic is None:
                     raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic with id {topic_id}")
             elif name is None:
                 raise ApiError(ErrorCode.INVALID_REQUEST, "neither a topic name nor a topic id")
             else:
-                topic = txn.image.topic(name)
-                if topic is None and name not in removed:
+                topic = image.topic(name)
+                if topic is None:
                     raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic named {name!r}")
-            if topic is None:
+            if topic.id in removed:
                 continue  # named twice in this request: removed already
             result.update(name=topic.name, topic_id=topic.id)
-            removed.update({topic.name, topic.id})
+            removed.add(topic.id)
             txn.add(make("RemoveTopicRecord", topic_id=topic.id))
         except ApiError as e:
             result.update(error_code=int(e.code), error_message=e.message)
@@ -264,19 +288,22 @@ def delete_topics(ctx: ControllerContext, txn: Txn, version: int, req: dict, now
 
 def create_partitions(ctx: ControllerContext, txn: Txn, version: int, req: dict, now_ms: int) -> dict:
     names = [t["name"] for t in req["topics"]]
-    if _partitions_asked(txn.image, req) > MAX_RECORDS_PER_USER_OP:
+    image = txn.image  # a topic named twice is refused, so none needs another's new partitions
+    if _partitions_asked(image, req) > MAX_RECORDS_PER_USER_OP:
         return {"throttle_time_ms": 0, "results": [
             {"name": name, "error_code": ErrorCode.POLICY_VIOLATION, "error_message": EXCESSIVE_BATCH}
             for name in names]}
+    seen = set()
+    duplicates = {n for n in names if n in seen or seen.add(n)}
     results = []
     for topic in req["topics"]:
         name = topic["name"]
         result = {"name": name, "error_code": 0, "error_message": None}
         results.append(result)
         try:
-            if names.count(name) > 1:
+            if name in duplicates:
                 raise ApiError(ErrorCode.INVALID_REQUEST, "duplicate topic name in the request")
-            records = _create_partitions(ctx, txn.image, topic)
+            records = _create_partitions(ctx, image, topic)
         except ApiError as e:
             result.update(error_code=int(e.code), error_message=e.message)
             continue
