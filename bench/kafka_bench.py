@@ -22,6 +22,9 @@ kraft, each stopped before the other starts):
 * produce (acks=1 and acks=all) with kcat, librdkafka from C with its defaults, and consume
   with it (its local queue large enough for the run) (``bench/kcat_load.py``): a load
   generator that leaves the broker most of the machine;
+* the nodes' CPU per record over those kcat rows (user + system, every thread and child
+  process of every node): what each system spends per record whoever bounds the rate, and
+  how much of it is the kernel's (page-cache writes, socket copies);
 * end-to-end latency p50 / p99 (acks=all: produce one record, wait until the consumer has it);
 * topic creation rate (one topic at a time, waited for).
 
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -46,7 +50,7 @@ from pathlib import Path
 
 import kcat_load
 from paper_bench import (ROOT, create_topic, disk_bandwidth, end_to_end_latency, log, loadavg, loopback_bandwidth,
-                         machine_info, perf, topic_creation_rate)
+                         machine_info, page_cache_blocks, perf, topic_creation_rate)
 
 KREPS_2014 = {"batch.size": 8196, "linger.ms": 5, "compression.type": "none"}
 PAPER_BATCH_1 = {"acks": "1", "batch.num.messages": 1, "linger.ms": 0, "compression.type": "none"}
@@ -65,16 +69,21 @@ def _children(pid: int) -> list[int]:
     return [int(c) for c in text.split()]
 
 
+def _tree(pids: list[int]):
+    """These processes and all their descendants, each once."""
+    seen, todo = set(), list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid not in seen:
+            seen.add(pid)
+            yield pid
+            todo += _children(pid)
+
+
 def tree_rss_mb(pids: list[int]) -> float:
     """Resident memory of these processes and all their descendants, MB."""
     total = 0
-    seen = set()
-    todo = list(pids)
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
+    for pid in _tree(pids):
         try:
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
@@ -82,8 +91,45 @@ def tree_rss_mb(pids: list[int]) -> float:
                     break
         except OSError:
             continue
-        todo += _children(pid)
     return total / 1024
+
+
+def tree_cpu_s(pids: list[int]) -> tuple[float, float]:
+    """CPU seconds (user, system) these processes and their live descendants have used, every
+    thread included (a JVM's GC and network threads as much as a Python node's one)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    user = system = 0.0
+    for pid in _tree(pids):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        user += int(fields[11]) / tick
+        system += int(fields[12]) / tick
+    return user, system
+
+
+class NodesCpu:
+    """The nodes' CPU over a ``with`` block: ``per_record_us(records)`` is (user, system)
+    microseconds of the nodes' CPU per record moved.  With the client's rate it tells a row
+    bound by the brokers from one bound by the client, and how much of the brokers' time
+    went to the kernel (page-cache writes, socket copies)."""
+
+    def __init__(self, pids: list[int]):
+        self.pids = pids
+
+    def __enter__(self):
+        self.start = tree_cpu_s(self.pids)
+        return self
+
+    def __exit__(self, *exc):
+        end = tree_cpu_s(self.pids)
+        self.user_s, self.system_s = end[0] - self.start[0], end[1] - self.start[1]
+
+    def per_record_us(self, records: int) -> dict:
+        return {"user_s": round(self.user_s, 2), "system_s": round(self.system_s, 2), "records": records,
+                "us_per_record": (self.user_s + self.system_s) / records * 1e6 if records else None,
+                "system_us_per_record": self.system_s / records * 1e6 if records else None}
 
 
 class PeakRss:
@@ -320,9 +366,11 @@ class KafkaBench:
                 create_topic(bs, topic, 6, nodes)
             row = f"produce acks={acks}, librdkafka defaults (kcat, C)"
             log(f"  {name}: {row}")
-            r = kcat_load.produce(bs, topics, self.kcat_records(), self.n(2_000_000), acks, self.t(120))
+            with NodesCpu(system.pids()) as cpu:
+                r = kcat_load.produce(bs, topics, self.kcat_records(), self.n(2_000_000), acks, self.t(120))
             res[row] = r
             self._rate_row(nodes, row, name, r)
+            self._cpu_row(nodes, f"nodes' CPU per record, produce acks={acks} (kcat)", name, r, cpu)
         if nodes == 1:
             create_topic(bs, "paper-b1", 1, 1)
             row = "paper batch-1 producer, 200 B, acks=1 (librdkafka)"
@@ -351,9 +399,11 @@ class KafkaBench:
         if "error" not in res.get("produce acks=1, librdkafka defaults (kcat, C)", {"error": ""}):
             row = "consume (kcat, C, its queue holding the run)"
             log(f"  {name}: {row}")
-            r = kcat_load.consume(bs, "c-1-0", self.n(2_000_000), self.args.kcat_repeats, self.t(120))
+            with NodesCpu(system.pids()) as cpu:
+                r = kcat_load.consume(bs, "c-1-0", self.n(2_000_000), self.args.kcat_repeats, self.t(120))
             res[row] = r
             self._rate_row(nodes, row, name, r)
+            self._cpu_row(nodes, "nodes' CPU per record, consume (kcat)", name, r, cpu)
         java_produced = res.get("kafka-producer-perf-test acks=1", {}).get("records", 0)
         row = "kafka-consumer-perf-test (fetch rate, group join left out)"
         log(f"  {name}: {row}")
@@ -395,6 +445,15 @@ class KafkaBench:
             note += f", {r['errors']} errors"
         self.put(nodes, row, name, r["records_per_s"], "records/s", HIGHER, note)
 
+    def _cpu_row(self, nodes, row, name, r, cpu: NodesCpu) -> None:
+        """The nodes' CPU per record over every run of a kcat row (all ``repeats`` runs)."""
+        if "error" in r:
+            return
+        r["nodes_cpu"] = used = cpu.per_record_us(len(r["runs"]) * r["records"])
+        self.put(nodes, row, name, used["us_per_record"], "us", LOWER,
+                 f"system {used['system_us_per_record']:.2f} us; {used['user_s'] + used['system_s']:.1f} s "
+                 f"of the nodes' CPU for {used['records']:,} records")
+
     # -- the whole run ---------------------------------------------------------------
 
     def run(self) -> None:
@@ -419,11 +478,12 @@ class KafkaBench:
     def machine_limits(self) -> None:
         """What the machine itself can move, measured in this run before either system starts:
         the ceiling every row is under (the data directories are on this disk)."""
-        log("machine limits: loopback TCP, disk")
+        log("machine limits: loopback TCP, disk, page cache")
         self.raw["loadavg"]["machine limits"] = loadavg()
         self.raw["machine_limits"] = {
             "loopback": loopback_bandwidth(seconds=3.0),
             "disk": disk_bandwidth(self.base / "disk", total_bytes=256 << 20),
+            "page_cache": page_cache_blocks(self.base / "disk"),
         }
 
     def finish(self) -> None:
@@ -445,7 +505,8 @@ class KafkaBench:
 _ORDER = ("produce acks=1, librdkafka", "produce acks=all, librdkafka", "produce acks=1, 2014",
           "produce acks=all, 2014", "paper batch-1", "kafka-producer-perf-test", "consume",
           "kafka-consumer-perf-test", "end-to-end latency p50", "end-to-end latency p99", "topic creation",
-          "start-up", "resident memory, idle", "resident memory, under")
+          "start-up", "resident memory, idle", "resident memory, under", "nodes' CPU per record, produce acks=1",
+          "nodes' CPU per record, produce acks=all", "nodes' CPU per record, consume")
 
 
 def _row_order(row: str) -> int:
@@ -455,6 +516,8 @@ def _row_order(row: str) -> int:
 def _fmt(v, unit: str) -> str:
     if v is None:
         return "-"
+    if unit == "us":
+        return f"{v:,.2f} us"
     if unit in ("s", "ms"):
         return f"{v:,.2f} {unit}" if v < 100 else f"{v:,.0f} {unit}"
     if unit == "MB":
@@ -488,6 +551,13 @@ def limits_table(raw: dict) -> str:
         lines.append(f"| {name} | {mb:,.0f} | {mb * 1e6 / 100:,.0f} |")
     lines.append(f"| disk, 4 KiB append + fsync ({small['avg_ms']:.2f} ms each) | "
                  f"{small['per_s'] * 4096 / 1e6:,.1f} | - |")
+    cache = limits.get("page_cache")
+    if cache:
+        slow = cache["mb_per_s"].index(cache["slowest_mb_per_s"])
+        lines.append(f"| page cache, {len(cache['mb_per_s'])} x {cache['block_mb']} MiB written in a row: the "
+                     f"slowest block ({cache['system_ms_per_mb'][slow]:.2f} ms of kernel CPU per MB; fastest "
+                     f"{cache['fastest_mb_per_s']:,.0f} MB/s) | {cache['slowest_mb_per_s']:,.0f} | "
+                     f"{cache['slowest_mb_per_s'] * 1e6 / 100:,.0f} |")
     return "\n".join(lines) + "\n\n"
 
 
