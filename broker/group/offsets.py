@@ -194,10 +194,11 @@ class CommittedOffsets:
             return {"partition_index": index, "committed_offset": v.offset,
                     "committed_leader_epoch": v.leader_epoch, "metadata": v.metadata, "error_code": 0}
 
-        if topics is None:
-            names = sorted({t for t, _ in offsets})
-            return 0, [{"name": n, "partitions": [part(n, i) for (t, i) in sorted(offsets) if t == n]}
-                       for n in names]
+        if topics is None:  # every committed partition, grouped by topic in one pass over them sorted
+            by_topic: dict[str, list] = {}
+            for t, i in sorted(offsets):
+                by_topic.setdefault(t, []).append(part(t, i))
+            return 0, [{"name": n, "partitions": parts} for n, parts in by_topic.items()]
         return 0, [{"name": t["name"], "partitions": [part(t["name"], i) for i in t["partition_indexes"]]}
                    for t in topics]
 
