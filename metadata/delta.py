@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
+from types import MappingProxyType
 
 from metadata.image import (
     BrokerRegistration,
@@ -83,7 +84,7 @@ class MetadataDelta:
             old = self.image.topics_by_id.get(topic_id)
             if old is None:
                 return None
-            t = self._topics[topic_id] = _TopicChange(old.name, old.id, dict(old.partitions))
+            t = self._topics[topic_id] = _TopicChange(old.name, old.id, old.partitions.copy())
         return t
 
     def _config(self, key: tuple[int, str]) -> dict:
@@ -91,7 +92,7 @@ class MetadataDelta:
         if c is _DELETED:
             c = self._configs[key] = {}
         elif c is None:
-            c = self._configs[key] = dict(self.image.configs.get(key, {}))
+            c = self._configs[key] = self.image.configs.get(key, {}).copy()
         return c
 
     # -- replay
@@ -212,7 +213,7 @@ class MetadataDelta:
         entity = quota_entity(d["entity"])
         values = self._quotas.get(entity)
         if values is None:
-            values = self._quotas[entity] = dict(self.image.client_quotas.get(entity, {}))
+            values = self._quotas[entity] = self.image.client_quotas.get(entity, {}).copy()
         if d["remove"]:
             values.pop(d["key"], None)  # as Kafka: removing an absent key is no error
         else:
@@ -234,8 +235,10 @@ class MetadataDelta:
         if self._controllers:
             fields["controllers"] = _merged(img.controllers, self._controllers)
         if self._topics:
-            by_id = dict(img.topics_by_id)
-            by_name = dict(img.topics_by_name)
+            # .copy(), not dict(): see frozen_map; the copies are this image's own, so they
+            # are wrapped, not copied again.
+            by_id = img.topics_by_id.copy()
+            by_name = img.topics_by_name.copy()
             for topic_id, change in self._topics.items():
                 old = by_id.pop(topic_id, None)
                 if old is not None:
@@ -248,16 +251,16 @@ class MetadataDelta:
                 topic = TopicImage(change.name, topic_id, frozen_map(change.partitions))
                 by_id[topic_id] = topic
                 by_name[change.name] = topic
-            fields["topics_by_id"] = frozen_map(by_id)
-            fields["topics_by_name"] = frozen_map(by_name)
+            fields["topics_by_id"] = MappingProxyType(by_id)
+            fields["topics_by_name"] = MappingProxyType(by_name)
         if self._configs:
-            configs = dict(img.configs)
+            configs = img.configs.copy()
             for key, c in self._configs.items():
                 if c is _DELETED or not c:
                     configs.pop(key, None)
                 else:
                     configs[key] = frozen_map(c)
-            fields["configs"] = frozen_map(configs)
+            fields["configs"] = MappingProxyType(configs)
         if self._next_producer_id is not None:
             fields["next_producer_id"] = self._next_producer_id
         if self._scram:
@@ -271,13 +274,13 @@ class MetadataDelta:
 
 
 def _merged(base, changes: dict):
-    out = dict(base)
+    out = base.copy()
     for key, value in changes.items():
         if value is _DELETED:
             out.pop(key, None)
         else:
             out[key] = value
-    return frozen_map(out)
+    return MappingProxyType(out)
 
 
 _HANDLERS = {

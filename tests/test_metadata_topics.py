@@ -76,6 +76,14 @@ def test_existing_and_colliding_names(h):
     assert h.create_topic("a.b")["error_code"] == 0
     assert h.create_topic("a.b")["error_code"] == E.TOPIC_ALREADY_EXISTS
     assert h.create_topic("a_b")["error_code"] == E.INVALID_TOPIC_EXCEPTION
+    assert h.create_topic("x.y_z")["error_code"] == 0
+    assert h.create_topic("x_y.z")["error_code"] == E.INVALID_TOPIC_EXCEPTION
+    assert h.create_topic("x_y_z")["error_code"] == E.INVALID_TOPIC_EXCEPTION
+    assert h.create_topic("x_y_z_")["error_code"] == 0
+    dotted = ".".join("abcdefghijklmn")  # 13 dots: more spellings than are tried one by one
+    assert h.create_topic(dotted)["error_code"] == 0
+    assert h.create_topic(dotted)["error_code"] == E.TOPIC_ALREADY_EXISTS
+    assert h.create_topic(dotted.replace(".", "_", 7))["error_code"] == E.INVALID_TOPIC_EXCEPTION
 
 
 def test_duplicates_in_one_request_and_per_topic_errors(h):

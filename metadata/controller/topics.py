@@ -12,6 +12,7 @@ before the request is all it reads.
 
 from __future__ import annotations
 
+import itertools
 import re
 import uuid
 from random import Random
@@ -81,16 +82,41 @@ def new_topic_id(rng: Random, image: MetadataImage, taken=frozenset()) -> uuid.U
 
 class _Created:
     """The topics one CreateTopics has created so far, beside the image from before it: the
-    names that collide with them or with the image's (``.`` and ``_`` are the same to
-    Kafka's metrics) and the ids given out."""
+    ids given out, and which existing or created topic a new name collides with (``.`` and
+    ``_`` are the same to Kafka's metrics)."""
 
     def __init__(self, image: MetadataImage):
-        self.collisions = {_collision_key(name): name for name in image.topics_by_name}
+        self.image = image
+        self.collisions: dict[str, str] = {}  # collision key -> name, of this request's topics
         self.ids: set[uuid.UUID] = set()
 
     def add(self, name: str, topic_id: uuid.UUID) -> None:
         self.collisions.setdefault(_collision_key(name), name)
         self.ids.add(topic_id)
+
+    def colliding(self, name: str) -> str | None:
+        """A topic other than ``name`` with its collision key, or None.  The image's are
+        found by trying each spelling of ``name``'s dots and underscores (a name has few)
+        rather than reading every topic's name for each topic created."""
+        other = self.collisions.get(_collision_key(name))
+        if other is not None and other != name:
+            return other
+        spots = [i for i, ch in enumerate(name) if ch in "._"]
+        existing = self.image.topics_by_name
+        if len(spots) > _MAX_SPELLINGS_LOG2:
+            key = _collision_key(name)
+            return next((n for n in existing if n != name and _collision_key(n) == key), None)
+        chars = list(name)
+        for spelling in itertools.product("._", repeat=len(spots)):
+            for i, ch in zip(spots, spelling):
+                chars[i] = ch
+            candidate = "".join(chars)
+            if candidate != name and candidate in existing:
+                return candidate
+        return None
+
+
+_MAX_SPELLINGS_LOG2 = 10  # past 1,024 spellings of one name, read every topic's name instead
 
 
 def _check_manual(image: MetadataImage, replicas: list[int], index: int) -> list[int]:
@@ -171,7 +197,7 @@ def _create_topic(ctx: ControllerContext, image: MetadataImage, created: _Create
     validate_topic_name(name)
     if image.topic(name) is not None:
         raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-    other = created.collisions.get(_collision_key(name))
+    other = created.colliding(name)
     if other is not None:
         raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic {name!r} collides with existing topic {other!r}")
 
