@@ -81,6 +81,9 @@ def start_command(config_path, overrides, log_level, profile_path) -> None:
 
     node.setup_logging(config.node_id, log_level)
     node.raise_open_files_limit()
+    from kraft.malloc_tuning import keep_freed_memory
+
+    node.log.info("%s", keep_freed_memory())
     profiler = None
     if profile_path:
         import cProfile
