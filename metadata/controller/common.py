@@ -3,6 +3,7 @@ context and transaction), results and errors."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from random import Random
 from typing import Callable, Mapping
@@ -101,6 +102,12 @@ class ControllerResult:
     @property
     def last_offset(self) -> int:
         return self.commit_offset
+
+
+def named_twice(keys) -> set:
+    """The keys that appear more than once (a request naming one resource twice is refused
+    for it, as Kafka does)."""
+    return {key for key, count in Counter(keys).items() if count > 1}
 
 
 class ApiError(Exception):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from kraft.protocol.error_codes import ErrorCode
 from kraft.server_config import KEYS
 from metadata.controller import configs as cfgs
-from metadata.controller.common import ApiError, ControllerContext, Txn
+from metadata.controller.common import ApiError, ControllerContext, Txn, named_twice
 from metadata.image import ConfigResourceType, MetadataImage
 from metadata.serde import make
 
@@ -24,8 +24,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 def incremental_alter_configs(ctx: ControllerContext, txn: Txn, version: int, req: dict,
                               now_ms: int) -> dict:
     keys = [(r["resource_type"], r["resource_name"]) for r in req["resources"]]
-    seen = set()
-    twice = {k for k in keys if k in seen or seen.add(k)}
+    twice = named_twice(keys)
     image = txn.image  # a resource named twice is refused: none reads another's change
     out = []
     for r in req["resources"]:

@@ -111,10 +111,10 @@ def elect_leaders(ctx: ControllerContext, txn: Txn, version: int, req: dict, now
         raise ApiError(ErrorCode.INVALID_REQUEST, f"unknown election type {election}")
     wanted = req["topic_partitions"]
     everything = wanted is None
+    image = txn.image  # topics and brokers; partitions through txn.partition, as alter_partition
     if everything:
         wanted = [{"topic": name, "partitions": sorted(t.partitions)}
-                  for name, t in sorted(txn.image.topics_by_name.items())]
-    image = txn.image  # topics and brokers; partitions through txn.partition, as alter_partition
+                  for name, t in sorted(image.topics_by_name.items())]
     results = []
     for entry in wanted:
         parts_out = []

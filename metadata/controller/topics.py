@@ -19,7 +19,7 @@ from random import Random
 
 from kraft.protocol.error_codes import ErrorCode
 from metadata.controller import configs as cfgs
-from metadata.controller.common import ApiError, ControllerContext, Txn
+from metadata.controller.common import ApiError, ControllerContext, Txn, named_twice
 from metadata.controller.placement import PlacementError, UsableBroker, place
 from metadata.image import (
     ZERO_UUID,
@@ -163,9 +163,9 @@ def create_topics(ctx: ControllerContext, txn: Txn, version: int, req: dict, now
             {"name": name, "topic_id": ZERO_UUID, "error_code": ErrorCode.POLICY_VIOLATION,
              "error_message": EXCESSIVE_BATCH, "num_partitions": -1, "replication_factor": -1,
              "configs": None} for name in dict.fromkeys(names)]}
-    seen = set()
-    duplicates = {n for n in names if n in seen or seen.add(n)}
-    image, created = txn.image, None
+    duplicates = named_twice(names)
+    image = txn.image
+    created = _Created(image)
     results = []
     seen = set()
     for topic in req["topics"]:
@@ -179,7 +179,6 @@ def create_topics(ctx: ControllerContext, txn: Txn, version: int, req: dict, now
         try:
             if name in duplicates:
                 raise ApiError(ErrorCode.INVALID_REQUEST, "duplicate topic name in the request")
-            created = created or _Created(image)
             records = _create_topic(ctx, image, created, topic, result)
         except ApiError as e:
             result.update(error_code=int(e.code), error_message=e.message)
@@ -319,8 +318,7 @@ def create_partitions(ctx: ControllerContext, txn: Txn, version: int, req: dict,
         return {"throttle_time_ms": 0, "results": [
             {"name": name, "error_code": ErrorCode.POLICY_VIOLATION, "error_message": EXCESSIVE_BATCH}
             for name in names]}
-    seen = set()
-    duplicates = {n for n in names if n in seen or seen.add(n)}
+    duplicates = named_twice(names)
     results = []
     for topic in req["topics"]:
         name = topic["name"]
