@@ -22,6 +22,9 @@ kraft, each stopped before the other starts):
 * produce (acks=1 and acks=all) with kcat, librdkafka from C with its defaults, and consume
   with it (its local queue large enough for the run) (``bench/kcat_load.py``): a load
   generator that leaves the broker most of the machine;
+* every topic the kcat producers wrote read back by a fetch loop that counts records from the
+  batch headers (``bench/fetch_loop.py``): the broker's consume rate without a client's
+  per-record work, and each consume rate over the kcat acks=1 producer's in the same cluster;
 * the nodes' CPU per record over those kcat rows (user + system, every thread and child
   process of every node): what each system spends per record whoever bounds the rate, and
   how much of it is the kernel's (page-cache writes, socket copies);
@@ -48,6 +51,7 @@ import threading
 import time
 from pathlib import Path
 
+import fetch_loop
 import kcat_load
 from paper_bench import (ROOT, create_topic, disk_bandwidth, end_to_end_latency, log, loadavg, loopback_bandwidth,
                          machine_info, page_cache_blocks, perf, topic_creation_rate)
@@ -325,7 +329,12 @@ class KafkaBench:
     def measure(self, system: System) -> None:
         nodes, name = system.nodes, system.name
         key = f"{name}, {nodes} node{'s' if nodes > 1 else ''}"
-        log(f"{key}: starting")
+        # The last phase's dirty pages would otherwise be written back while this one runs,
+        # charged to whichever system is next.
+        t0 = time.monotonic()
+        os.sync()
+        self.raw.setdefault("sync_s", {})[key] = round(time.monotonic() - t0, 2)
+        log(f"{key}: starting (sync before it took {self.raw['sync_s'][key]:.2f} s)")
         self.raw["loadavg"][key] = loadavg()
         res = self.raw["results"][key] = {}
         ready_s = system.start()
@@ -404,6 +413,8 @@ class KafkaBench:
             res[row] = r
             self._rate_row(nodes, row, name, r)
             self._cpu_row(nodes, "nodes' CPU per record, consume (kcat)", name, r, cpu)
+            self._over_produce(nodes, "consume over produce acks=1, same cluster (kcat both)", name, r, res)
+            self.fetch_loop(system, res)
         java_produced = res.get("kafka-producer-perf-test acks=1", {}).get("records", 0)
         row = "kafka-consumer-perf-test (fetch rate, group join left out)"
         log(f"  {name}: {row}")
@@ -415,6 +426,35 @@ class KafkaBench:
             self.put(nodes, row, name, r["fetch_records_per_s"], "records/s", HIGHER,
                      f"{r['records']} records; whole run {r['records_per_s']:,.0f}/s with a "
                      f"{r['rebalance_ms']:.0f} ms group join")
+
+    def fetch_loop(self, system: System, res: dict) -> None:
+        """Every topic the kcat producers wrote, read back by ``bench/fetch_loop.py``: the
+        broker's consume rate with a client that does not decode records (kcat's own
+        decoding is what bounds its row on this machine)."""
+        nodes, name, bs = system.nodes, system.name, system.bootstrap
+        topics = [f"c-{acks}-{i}" for acks in ("1", "all") for i in range(self.args.kcat_repeats)]
+        if any("error" in res.get(f"produce acks={acks}, librdkafka defaults (kcat, C)", {"error": ""})
+               for acks in ("1", "all")):
+            return
+        row = "consume, batches only (fetch loop, records counted from batch headers)"
+        log(f"  {name}: {row}")
+        with NodesCpu(system.pids()) as cpu:
+            r = fetch_loop.consume(bs, topics, len(topics) * self.n(2_000_000), self.args.kcat_repeats,
+                                   self.t(120))
+        res[row] = r
+        self._rate_row(nodes, row, name, r)
+        self._cpu_row(nodes, "nodes' CPU per record, consume (fetch loop)", name, r, cpu)
+        self._over_produce(nodes, "consume over produce acks=1, same cluster (fetch loop over kcat)", name, r,
+                          res)
+
+    def _over_produce(self, nodes, row, name, consumed: dict, res: dict) -> None:
+        """The issue's "consume >= 1.5x produce in the same run": a consume row's rate over
+        the kcat acks=1 producer's, both against this cluster."""
+        produced = res.get("produce acks=1, librdkafka defaults (kcat, C)", {})
+        if "error" in consumed or not produced.get("records_per_s"):
+            return
+        self.put(nodes, row, name, consumed["records_per_s"] / produced["records_per_s"],
+                 "x", HIGHER, f"{consumed['records_per_s']:,.0f} / {produced['records_per_s']:,.0f} records/s")
 
     def latency_and_topics(self, system: System, res: dict) -> None:
         nodes, name, bs = system.nodes, system.name, system.bootstrap
@@ -488,9 +528,7 @@ class KafkaBench:
 
     def finish(self) -> None:
         rows = sorted(self.rows.values(), key=lambda r: (r["nodes"], _row_order(r["row"])))
-        for r in rows:
-            k, o = r.get("Apache Kafka"), r.get("kraft")
-            r["kraft / Kafka"] = (o / k) if (k and o is not None) else None
+        with_ratios(rows)
         self.raw["rows"] = rows
         self.raw["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.raw["loadavg"]["end"] = loadavg()
@@ -503,10 +541,21 @@ class KafkaBench:
 
 
 _ORDER = ("produce acks=1, librdkafka", "produce acks=all, librdkafka", "produce acks=1, 2014",
-          "produce acks=all, 2014", "paper batch-1", "kafka-producer-perf-test", "consume",
+          "produce acks=all, 2014", "paper batch-1", "kafka-producer-perf-test", "consume (", "consume, batches",
+          "consume over produce",
           "kafka-consumer-perf-test", "end-to-end latency p50", "end-to-end latency p99", "topic creation",
           "start-up", "resident memory, idle", "resident memory, under", "nodes' CPU per record, produce acks=1",
-          "nodes' CPU per record, produce acks=all", "nodes' CPU per record, consume")
+          "nodes' CPU per record, produce acks=all", "nodes' CPU per record, consume (kcat",
+          "nodes' CPU per record, consume (fetch")
+
+
+def with_ratios(rows: list[dict]) -> list[dict]:
+    """Each row's "kraft / Kafka".  A row in "x" is each system against itself (consume over
+    its own produce): a quotient of two such quotients says nothing, so it gets none."""
+    for r in rows:
+        k, o = r.get("Apache Kafka"), r.get("kraft")
+        r["kraft / Kafka"] = (o / k) if (k and o is not None and r["unit"] != "x") else None
+    return rows
 
 
 def _row_order(row: str) -> int:
@@ -518,6 +567,8 @@ def _fmt(v, unit: str) -> str:
         return "-"
     if unit == "us":
         return f"{v:,.2f} us"
+    if unit == "x":
+        return f"{v:.2f}x"
     if unit in ("s", "ms"):
         return f"{v:,.2f} {unit}" if v < 100 else f"{v:,.0f} {unit}"
     if unit == "MB":
@@ -569,7 +620,8 @@ def footer(raw: dict) -> str:
             f"JVM heap -Xmx512m; both with the same layout and settings (kraft.apache_kafka), "
             f"the same clients (librdkafka through `kraftctl perf`, Kafka's own perf tools), one "
             f"after the other.  Machine: {m.get('cpus')} CPUs ({m.get('cpu')}), Python {m.get('python')}; "
-            f"1-min load average at each phase: {loads}.  Run {raw.get('started')} to "
+            f"1-min load average at each phase: {loads}; each phase starts after a sync (the last one's dirty "
+            f"pages written back).  Run {raw.get('started')} to "
             f"{raw.get('finished')}, {raw.get('total_seconds')} s"
             f"{' (--quick: small counts, not figures to quote)' if raw['params'].get('quick') else ''}.")
 
@@ -633,6 +685,7 @@ def main(argv=None) -> None:
         args.scale = min(args.scale, 0.005)
     if args.replot:
         raw = json.loads((Path(args.out) / "results.json").read_text())
+        with_ratios(raw["rows"])
         (Path(args.out) / "results.md").write_text(format_table(raw["rows"]) + "\n\n" + limits_table(raw) + footer(raw)
                                                    + "\n")
         chart(raw["rows"], Path(args.out) / "results.png", raw)
