@@ -18,10 +18,10 @@ DEFAULT_CONFIG = 5
 GROUP_CONFIG = 8  # set for one group (ConfigResource GROUP)
 
 # config type ids (DescribeConfigs v3+)
-_STRING, _INT, _LONG, _BOOLEAN, _LIST = 2, 3, 5, 1, 7  # 4 is SHORT
+_STRING, _INT, _LONG, _DOUBLE, _BOOLEAN, _LIST = 2, 3, 5, 6, 1, 7  # 4 is SHORT
 _PASSWORD = 9
 # the type names of the controller's tables and of server.properties' KEYS
-_TYPE_IDS = {"boolean": _BOOLEAN, "bool": _BOOLEAN, "string": _STRING, "int": _INT, "long": _LONG, "double": 6,
+_TYPE_IDS = {"boolean": _BOOLEAN, "bool": _BOOLEAN, "string": _STRING, "int": _INT, "long": _LONG, "double": _DOUBLE,
              "list": _LIST, "password": _PASSWORD}
 
 
@@ -63,8 +63,8 @@ def topic_defaults(config: ServerConfig) -> dict[str, tuple[str, int, int]]:
         "compression.gzip.level": (str(config["compression.gzip.level"]), DEFAULT_CONFIG, _INT),
         "compression.lz4.level": (str(config["compression.lz4.level"]), DEFAULT_CONFIG, _INT),
         "compression.zstd.level": (str(config["compression.zstd.level"]), DEFAULT_CONFIG, _INT),
-        "delete.retention.ms": ("86400000", DEFAULT_CONFIG, _LONG),
-        "file.delete.delay.ms": ("60000", DEFAULT_CONFIG, _LONG),
+        "delete.retention.ms": (str(config["log.cleaner.delete.retention.ms"]), DEFAULT_CONFIG, _LONG),
+        "file.delete.delay.ms": (str(config["log.segment.delete.delay.ms"]), DEFAULT_CONFIG, _LONG),
         "flush.messages": (str(config["log.flush.interval.messages"]), DEFAULT_CONFIG, _LONG),
         "flush.ms": (str(flush_ms if flush_ms is not None else 2**63 - 1), DEFAULT_CONFIG, _LONG),
         "index.interval.bytes": (str(config["log.index.interval.bytes"]), DEFAULT_CONFIG, _INT),
@@ -73,7 +73,9 @@ def topic_defaults(config: ServerConfig) -> dict[str, tuple[str, int, int]]:
         "message.timestamp.before.max.ms": (str(config["log.message.timestamp.before.max.ms"]), DEFAULT_CONFIG,
                                             _LONG),
         "message.timestamp.type": (config["log.message.timestamp.type"], DEFAULT_CONFIG, _STRING),
-        "min.compaction.lag.ms": ("0", DEFAULT_CONFIG, _LONG),
+        "min.compaction.lag.ms": (str(config["log.cleaner.min.compaction.lag.ms"]), DEFAULT_CONFIG, _LONG),
+        "max.compaction.lag.ms": (str(config["log.cleaner.max.compaction.lag.ms"]), DEFAULT_CONFIG, _LONG),
+        "min.cleanable.dirty.ratio": (str(config["log.cleaner.min.cleanable.ratio"]), DEFAULT_CONFIG, _DOUBLE),
         "min.insync.replicas": (str(config["min.insync.replicas"]), DEFAULT_CONFIG, _INT),
         "retention.bytes": (str(config["log.retention.bytes"]), DEFAULT_CONFIG, _LONG),
         "retention.ms": (str(config.retention_ms), DEFAULT_CONFIG, _LONG),
@@ -90,8 +92,7 @@ def topic_defaults(config: ServerConfig) -> dict[str, tuple[str, int, int]]:
 
 _FIXED_TOPIC_DEFAULTS = {
     "follower.replication.throttled.replicas": "", "leader.replication.throttled.replicas": "",
-    "local.retention.bytes": "-2", "local.retention.ms": "-2", "max.compaction.lag.ms": str(2**63 - 1),
-    "min.cleanable.dirty.ratio": "0.5", "preallocate": "false", "remote.storage.enable": "false",
+    "local.retention.bytes": "-2", "local.retention.ms": "-2", "preallocate": "false", "remote.storage.enable": "false",
     "remote.log.copy.disable": "false", "remote.log.delete.on.disable": "false", "segment.jitter.ms": "0",
 }
 

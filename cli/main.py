@@ -80,6 +80,10 @@ def start_command(config_path, overrides, log_level, profile_path) -> None:
     from cli import node
 
     node.setup_logging(config.node_id, log_level)
+    if config.not_used:
+        # Kafka's "These configurations were supplied but are not used": once, at start-up.
+        node.log.warning("configuration keys kraft has no use for (Kafka's, or a plugin's), ignored: %s",
+                         ", ".join(config.not_used))
     node.raise_open_files_limit()
     from kraft.malloc_tuning import keep_freed_memory
 

@@ -1,17 +1,22 @@
 """A node's configuration: Kafka's ``server.properties`` keys, typed and validated.
 
 Every key kraft understands is declared once in ``KEYS`` with its type and default (Kafka's
-defaults unless noted).  Keys Kafka accepts but kraft has no use for (thread counts, socket
-buffers) are listed in ``ACCEPTED_AND_IGNORED`` so Kafka's own sample files load unchanged;
-any other key is an error that names it — a typo must not silently become a default.
+defaults unless noted).  The rest of Kafka's broker keys load and are logged as not used,
+except the few kraft cannot honour (``kraft.kafka_broker_keys``), so a file written for
+Kafka starts a node.  A key that is neither kraft's nor Kafka's is refused when it looks
+misspelt (its first word is one of theirs: ``log.retention.hour``) — a typo must not
+silently become a default — and otherwise taken as a plugin's setting and logged, as Kafka
+hands such keys to its plugins.  ``broker.id`` is ``node.id``'s synonym, as in Kafka.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from kraft.kafka_broker_keys import NOT_HONOURED, NOT_USED, refusal
 from kraft.log.config import COMPRESSION_TYPES, TIMESTAMP_TYPES
 from kraft.properties import read_properties
 
@@ -190,6 +195,12 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _K("log.cleanup.policy", "list", ["delete"]),
     _K("log.cleaner.enable", "bool", True),
     _K("log.cleaner.backoff.ms", "int", 15000, validate=_at_least(0)),
+    # The defaults of topic keys (broker.config_defaults.topic_defaults)
+    _K("log.cleaner.delete.retention.ms", "int", 86_400_000, validate=_at_least(0)),
+    _K("log.cleaner.min.compaction.lag.ms", "int", 0, validate=_at_least(0)),
+    _K("log.cleaner.max.compaction.lag.ms", "int", 2**63 - 1, validate=_at_least(1)),
+    _K("log.cleaner.min.cleanable.ratio", "double", 0.5, validate=_in_range(0.0, 1.0)),
+    _K("log.segment.delete.delay.ms", "int", 60_000, validate=_at_least(0)),
     # Replication
     _K("replica.lag.time.max.ms", "int", 30000, validate=_at_least(1)),
     _K("replica.fetch.max.bytes", "int", 1048576, validate=_at_least(0)),
@@ -284,15 +295,6 @@ KEYS: dict[str, ConfigKey] = {k.name: k for k in [
 
 # Keys of Kafka's sample server.properties (and common tuning keys) that kraft accepts and
 # ignores: they tune JVM threads and buffers that have no counterpart here.
-ACCEPTED_AND_IGNORED = frozenset({
-    "num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
-    "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
-    "num.replica.fetchers", "queued.max.requests", "background.threads",
-    "share.coordinator.state.topic.replication.factor",
-    "share.coordinator.state.topic.min.isr", "log.preallocate", "controller.socket.timeout.ms",
-})
-
-
 # Keys that Kafka reads per listener (``listener.name.<listener>.<key>``), besides a SASL
 # mechanism's ``listener.name.<listener>.<mechanism>.sasl.jaas.config``.
 LISTENER_KEYS = frozenset(k for k in KEYS if k.startswith(("ssl.", "sasl.enabled.")))
@@ -373,6 +375,8 @@ class ServerConfig:
     def __init__(self, values: dict[str, Any], originals: dict[str, str]):
         self._values = values
         self.originals = originals
+        # Keys of the file that are not kraft's (Kafka's, or a plugin's): the node logs them.
+        self.not_used: tuple[str, ...] = ()
         self.roles = frozenset(values["process.roles"])
         self.node_id: int = values["node.id"]
         self.voters: tuple[Voter, ...] = tuple(parse_voter(v) for v in values["controller.quorum.voters"])
@@ -505,7 +509,9 @@ class ServerConfig:
     def from_properties(cls, props: dict[str, str], overrides: dict[str, str] | None = None) -> "ServerConfig":
         merged = dict(props)
         merged.update(overrides or {})
+        _broker_id_synonym(merged)
         values: dict[str, Any] = {}
+        not_used: list[str] = []
         for name, raw in merged.items():
             key = KEYS.get(name)
             if key is None and name.startswith("listener.name."):
@@ -516,9 +522,8 @@ class ServerConfig:
                         raise ConfigError(f"{name}: {raw!r} {problem}")
                     continue
             if key is None:
-                if name in ACCEPTED_AND_IGNORED:
-                    continue
-                raise ConfigError(f"{name}: unknown configuration key")
+                not_used.append(_not_kraft_key(name, raw))
+                continue
             value = _convert(key, raw)
             if key.validate and value is not None:
                 problem = key.validate(value)
@@ -530,11 +535,51 @@ class ServerConfig:
                 if key.required:
                     raise ConfigError(f"{key.name}: required")
                 values[key.name] = list(key.default) if isinstance(key.default, list) else key.default
-        return cls(values, merged)
+        config = cls(values, merged)
+        config.not_used = tuple(sorted(n for n in not_used if n))
+        return config
 
     @classmethod
     def load(cls, path, overrides: dict[str, str] | None = None) -> "ServerConfig":
         return cls.from_properties(read_properties(path), overrides)
+
+
+def _broker_id_synonym(merged: dict[str, str]) -> None:
+    """Kafka's KafkaConfig.populateSynonyms: ``broker.id`` stands for ``node.id`` (a file
+    from a ZooKeeper-era broker sets only it); both set, they must agree."""
+    broker_id = merged.get("broker.id")
+    if broker_id is None:
+        return
+    node_id = merged.setdefault("node.id", broker_id)
+    if node_id.strip() != broker_id.strip():
+        raise ConfigError(f"broker.id and node.id: {broker_id.strip()!r} and {node_id.strip()!r}: set node.id "
+                          "only, or both to the same value")
+
+
+def _first_word(name: str) -> str:
+    return name.split(".", 1)[0]
+
+
+_KNOWN_NAMES = sorted({*KEYS, *NOT_USED, *NOT_HONOURED, "broker.id"})
+_KNOWN_FIRST_WORDS = frozenset(_first_word(n) for n in _KNOWN_NAMES) | {"listener"}
+
+
+def _not_kraft_key(name: str, raw: str) -> str:
+    """A key outside ``KEYS``: its name when the node takes it without acting on it (logged at
+    start-up), "" when it needs no mention (``broker.id``, already read as ``node.id``);
+    ConfigError when kraft refuses it."""
+    if name == "broker.id":
+        return ""
+    why = refusal(name, raw)
+    if why:
+        raise ConfigError(f"{name}: {raw.strip()!r}: {why}")
+    if name in NOT_USED or name in NOT_HONOURED:
+        return name
+    if _first_word(name) in _KNOWN_FIRST_WORDS:
+        close = difflib.get_close_matches(name, _KNOWN_NAMES, n=1, cutoff=0.75)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(f"{name}: unknown configuration key{hint}")
+    return name
 
 
 def parse_overrides(items) -> dict[str, str]:

@@ -1,5 +1,7 @@
 """server.properties parsing and validation (kraft.properties, kraft.server_config)."""
 
+import re
+
 import pytest
 
 from kraft.properties import PropertiesError, format_properties, parse_properties
@@ -91,3 +93,58 @@ def test_log_cleaner_keys():
     assert c["log.cleaner.enable"] is False and c["log.cleaner.backoff.ms"] == 200
     with pytest.raises(ConfigError, match="log.cleaner.backoff.ms: '-1' must be at least 0"):
         ServerConfig.from_properties(dict(COMBINED, **{"log.cleaner.backoff.ms": "-1"}))
+
+
+# A server.properties written for Apache Kafka 4.1, with keys kraft has no counterpart for.
+KAFKA_FILE_KEYS = {
+    "num.replica.alter.log.dirs.threads": "2", "log.cleaner.threads": "2", "metric.reporters": "",
+    "group.max.size": "100", "controlled.shutdown.enable": "true", "fetch.max.bytes": "57671680",
+    "ssl.protocol": "TLSv1.3", "connections.max.reauth.ms": "0",
+    "principal.builder.class": "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+    "remote.log.storage.system.enable": "false",
+}
+
+
+def test_a_kafka_file_loads_and_its_unused_keys_are_named():
+    c = ServerConfig.from_properties(dict(COMBINED, **KAFKA_FILE_KEYS))
+    assert c.not_used == tuple(sorted(KAFKA_FILE_KEYS))
+    # a plugin's own key (Kafka hands it to the plugin) loads too, named with them
+    c = ServerConfig.from_properties(dict(COMBINED, **{"cruise.control.metrics.topic": "__CruiseControlMetrics"}))
+    assert c.not_used == ("cruise.control.metrics.topic",)
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"log.retention.hour": "1"}, "log.retention.hour: unknown configuration key (did you mean log.retention.hours?)"),
+    ({"log.cleaner.thread": "2"}, "log.cleaner.thread: unknown configuration key (did you mean log.cleaner.threads?)"),
+    ({"ssl.client.authentication": "required"}, "ssl.client.authentication: unknown configuration key"),
+    ({"principal.builder.class": "com.example.Builder"}, "kraft runs no Java classes"),
+    ({"create.topic.policy.class.name": "com.example.Policy"}, "the policy would not be enforced"),
+    ({"ssl.cipher.suites": "TLS_AES_256_GCM_SHA384"}, "does not restrict cipher suites"),
+    ({"remote.log.storage.system.enable": "true"}, "kraft has no tiered storage"),
+    ({"broker.id": "2"}, "broker.id and node.id: '2' and '1'"),
+])
+def test_a_key_kraft_cannot_honour_or_a_likely_typo_is_refused(change, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        ServerConfig.from_properties(dict(COMBINED, **change))
+
+
+def test_broker_id_stands_for_node_id():
+    props = dict(COMBINED, **{"broker.id": "1"})
+    del props["node.id"]
+    assert ServerConfig.from_properties(props).node_id == 1
+    assert ServerConfig.from_properties(dict(COMBINED, **{"broker.id": "1"})).not_used == ()
+
+
+def test_log_cleaner_defaults_of_topic_keys_reach_every_topic():
+    from broker.replica_manager import log_config_for
+
+    c = ServerConfig.from_properties(dict(COMBINED, **{
+        "log.cleaner.delete.retention.ms": "1000", "log.cleaner.min.compaction.lag.ms": "2000",
+        "log.cleaner.max.compaction.lag.ms": "3000", "log.cleaner.min.cleanable.ratio": "0.25",
+        "log.segment.delete.delay.ms": "4000"}))
+    log = log_config_for(c, {})
+    assert (log.delete_retention_ms, log.min_compaction_lag_ms, log.max_compaction_lag_ms,
+            log.min_cleanable_dirty_ratio, log.file_delete_delay_ms) == (1000, 2000, 3000, 0.25, 4000)
+    assert log_config_for(c, {"delete.retention.ms": "5"}).delete_retention_ms == 5
+    with pytest.raises(ConfigError, match="log.cleaner.min.cleanable.ratio: '1.5' must be in"):
+        ServerConfig.from_properties(dict(COMBINED, **{"log.cleaner.min.cleanable.ratio": "1.5"}))
