@@ -39,8 +39,17 @@ def random_uuid() -> None:
                    "default: the latest kraft supports (3.9-IV0).")
 @click.option("--feature", "-f", "features", multiple=True, metavar="NAME=LEVEL",
               help="A feature's starting level (repeatable), e.g. transaction.version=0.")
-def format_command(config_path, cluster_id, ignore_formatted, overrides, scram, release_version, features) -> None:
+@click.option("--standalone", "-s", is_flag=True,
+              help="A dynamic quorum (controller.quorum.bootstrap.servers) of this controller alone (KIP-853).")
+@click.option("--initial-controllers", "-I", default=None, metavar="ID@HOST:PORT:DIRECTORY_ID,...",
+              help="A dynamic quorum's first voters, each with its metadata directory's id (KIP-853).")
+@click.option("--no-initial-controllers", "-N", is_flag=True,
+              help="Join an existing dynamic quorum later (refused: kraft cannot yet join one through "
+                   "controller.quorum.bootstrap.servers alone).")
+def format_command(config_path, cluster_id, ignore_formatted, overrides, scram, release_version, features,
+                   standalone, initial_controllers, no_initial_controllers) -> None:
     """Format the node's log.dirs and metadata.log.dir for a cluster."""
+    from kraft.quorum_bootstrap import QuorumBootstrapError, initial_voters
     from kraft.security.credentials import CredentialSpecError, bootstrap_records
     from metadata.features import FeatureError, bootstrap_levels
     from metadata.features import bootstrap_records as feature_records
@@ -48,9 +57,13 @@ def format_command(config_path, cluster_id, ignore_formatted, overrides, scram, 
     try:
         config = ServerConfig.load(config_path, parse_overrides(overrides))
         levels = bootstrap_levels(release_version, features)
+        voters = initial_voters(config, standalone=standalone, initial_controllers=initial_controllers,
+                                no_initial_controllers=no_initial_controllers)
         written = format_storage(config, cluster_id, ignore_formatted=ignore_formatted,
-                                 bootstrap_records=feature_records(levels) + bootstrap_records(scram))
-    except (ConfigError, PropertiesError, StorageError, CredentialSpecError, FeatureError) as exc:
+                                 bootstrap_records=feature_records(levels) + bootstrap_records(scram),
+                                 initial_voters=voters)
+    except (ConfigError, PropertiesError, StorageError, CredentialSpecError, FeatureError,
+            QuorumBootstrapError) as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)
     for d in written:
@@ -71,10 +84,13 @@ def start_command(config_path, overrides, log_level, profile_path) -> None:
     """Run a node (controller, broker or both) until SIGTERM or Ctrl-C."""
     from kraft.storage import check_storage
 
+    from kraft.quorum_bootstrap import QuorumBootstrapError, voters_at_start
+
     try:
         config = ServerConfig.load(config_path, parse_overrides(overrides))
         cluster_id = check_storage(config)
-    except (ConfigError, PropertiesError, StorageError) as exc:
+        voters_at_start(config)
+    except (ConfigError, PropertiesError, StorageError, QuorumBootstrapError) as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)
     from cli import node

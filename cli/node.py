@@ -40,6 +40,7 @@ from kraft.protocol import rpc
 from kraft.protocol.error_codes import ErrorCode
 from kraft.raft.config import RaftConfig
 from kraft.raft.disk import RaftStorage
+from kraft.quorum_bootstrap import voters_at_start
 from kraft.raft.driver import PeerAddress, RaftDriver
 from kraft.security.config import PLAINTEXT_CLIENT, listener_security, node_client_security
 from kraft.loop_watchdog import LoopWatchdog
@@ -109,7 +110,7 @@ class FanOutListener:
             listener.handle_leader_change(leader)
 
 
-def raft_config(config: ServerConfig) -> RaftConfig:
+def raft_config(config: ServerConfig, voter_ids) -> RaftConfig:
     from pathlib import Path
 
     from kraft.storage import parse_uuid_string, read_meta
@@ -117,7 +118,7 @@ def raft_config(config: ServerConfig) -> RaftConfig:
     meta = read_meta(Path(config.metadata_log_dir))
     directory_id = parse_uuid_string(meta.directory_id) if meta is not None and meta.directory_id else None
     return RaftConfig(
-        node_id=config.node_id, voters=frozenset(v.node_id for v in config.voters),
+        node_id=config.node_id, voters=frozenset(voter_ids),
         directory_id=directory_id,
         election_timeout_ms=config["controller.quorum.election.timeout.ms"],
         fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
@@ -142,7 +143,9 @@ class Node:
     def __init__(self, config: ServerConfig, cluster_id: str):
         self.config = config
         self.cluster_id = cluster_id
-        self.voters = {v.node_id: PeerAddress(v.host, v.port) for v in config.voters}
+        # Where each controller listens: controller.quorum.voters, else (a dynamic quorum)
+        # the voter set of the metadata log's newest snapshot; the Raft driver keeps it current.
+        self.voters = {v.node_id: PeerAddress(v.host, v.port) for v in voters_at_start(config)}
         self.controller: ControllerServer | None = None
         self.metadata: MetadataListener | None = None
         self.replicas: ReplicaManager | None = None
@@ -203,11 +206,12 @@ class Node:
                 from kraft.raft.pysyncobj_engine import PySyncObjEngine
 
                 endpoint = next(config.listener(n) for n in config.controller_listener_names if config.listener(n))
-                self.driver = PySyncObjEngine(raft_config(config), storage, self.voters, FanOutListener(listeners),
+                self.driver = PySyncObjEngine(raft_config(config, self.voters), storage, self.voters,
+                                              FanOutListener(listeners),
                                               password=config["controller.quorum.pysyncobj.password"],
                                               cluster_id=self.cluster_id, bind_host=endpoint.host or "0.0.0.0")
             else:  # kraft's own KIP-595 engine; brokers are always its observers
-                self.driver = RaftDriver(raft_config(config), storage, client("raft"), self.voters,
+                self.driver = RaftDriver(raft_config(config, self.voters), storage, client("raft"), self.voters,
                                          FanOutListener(listeners), cluster_id=self.cluster_id, rng=Random())
             if self.controller:
                 self.controller.driver = self.driver
@@ -228,7 +232,8 @@ class Node:
                 await self._start_broker(nursery, client)
             await nursery.start(self.driver.run)
             log.info("node %d started (%s)", config.node_id, ",".join(sorted(config.roles)))
-            if config.is_controller and config.node_id not in {v.node_id for v in config.voters}:
+            voters_now = self.driver.current_voters() if isinstance(self.driver, RaftDriver) else self.voters
+            if config.is_controller and config.node_id not in voters_now:
                 log.info("node %d is a controller outside controller.quorum.voters: it follows the "
                          "metadata log as an observer until `kraftctl metadata-quorum add-controller` "
                          "makes it a voter", config.node_id)

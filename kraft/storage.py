@@ -80,10 +80,11 @@ def read_meta(directory: Path) -> MetaProperties | None:
 
 
 def format_storage(config: ServerConfig, cluster_id: str, *, ignore_formatted: bool = False,
-                   bootstrap_records=()) -> list[Path]:
+                   bootstrap_records=(), initial_voters=None) -> list[Path]:
     """Write meta.properties into every storage directory, and ``bootstrap_records``
     (``--add-scram``'s credentials) into the metadata log directory's bootstrap.checkpoint;
-    returns the directories written.
+    returns the directories written.  ``initial_voters`` (``kraft.quorum_bootstrap``) go into
+    the metadata log as its first snapshot, this node's with the directory's id.
 
     Refuses (StorageError) when any directory is already formatted, unless
     ``ignore_formatted``, in which case formatted directories are left untouched.
@@ -107,7 +108,10 @@ def format_storage(config: ServerConfig, cluster_id: str, *, ignore_formatted: b
             d.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StorageError(f"cannot create {d}: {exc.strerror}") from None
-        meta = MetaProperties(cluster_id, config.node_id, new_uuid_string())
+        directory_id = new_uuid_string()
+        if initial_voters and d == Path(config.metadata_log_dir):
+            directory_id = _write_initial_voters(d, config.node_id, initial_voters, directory_id)
+        meta = MetaProperties(cluster_id, config.node_id, directory_id)
         write_properties(d / META_PROPERTIES, meta.to_properties(), header=None)
         if bootstrap_records and d == Path(config.metadata_log_dir):
             from kraft.raft.record_codec import encode_snapshot
@@ -116,6 +120,22 @@ def format_storage(config: ServerConfig, cluster_id: str, *, ignore_formatted: b
             (d / BOOTSTRAP_CHECKPOINT).write_bytes(encode_snapshot(serde.encode_all(bootstrap_records)))
         written.append(d)
     return written
+
+
+def _write_initial_voters(metadata_dir: Path, node_id: int, voters, directory_id: str) -> str:
+    """The first snapshot naming ``voters``; returns the metadata directory's id: the one
+    ``--initial-controllers`` gave this node, else ``directory_id`` (``--standalone``)."""
+    from dataclasses import replace
+
+    from kraft.quorum_bootstrap import write_bootstrap_snapshot
+
+    mine = next((v for v in voters if v.node_id == node_id and v.directory_id is not None), None)
+    if mine is not None:
+        directory_id = uuid_to_string(mine.directory_id)
+    own = parse_uuid_string(directory_id)
+    write_bootstrap_snapshot(metadata_dir, [replace(v, directory_id=own) if v.node_id == node_id else v
+                                            for v in voters])
+    return directory_id
 
 
 def read_bootstrap_records(config: ServerConfig) -> list:

@@ -79,3 +79,17 @@ def test_kraftctl_format_command(tmp_path):
     assert missing.returncode == 1 and "cannot read" in missing.stderr
     for result in (again, bad, typo, missing):
         assert "Traceback" not in result.stderr
+
+
+def test_initial_controllers_are_parsed_as_kafka_storage_format_takes_them():
+    from kraft.quorum_bootstrap import QuorumBootstrapError, parse_initial_controllers
+
+    dir_id = new_uuid_string()
+    voters = parse_initial_controllers(f"1@localhost:9093:{dir_id},2@[::1]:9094:{dir_id}")
+    assert [(v.node_id, v.host, v.port) for v in voters] == [(1, "localhost", 9093), (2, "::1", 9094)]
+    for bad, why in ((f"1@localhost:{dir_id}", "is not id@host:port:directory-id"),
+                     (f"1@localhost:70000:{dir_id}", "port out of range"),
+                     (f"1@a:1:{dir_id},1@b:2:{dir_id}", "named twice"),
+                     ("1@localhost:9093:notauuidnotauuidnotau", "1@localhost:9093:notauuidnotauuidnotau")):
+        with pytest.raises(QuorumBootstrapError, match=why):
+            parse_initial_controllers(bad)

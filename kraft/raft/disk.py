@@ -30,6 +30,20 @@ def snapshot_name(snapshot_id: OffsetAndEpoch) -> str:
     return f"{snapshot_id.offset:020d}-{snapshot_id.epoch:010d}.checkpoint"
 
 
+def latest_snapshot_path(directory: Path) -> Path | None:
+    """The newest (end offset, epoch) ``.checkpoint`` in ``directory``, if any."""
+    best = None
+    if not directory.is_dir():
+        return None
+    for p in directory.iterdir():
+        match = _SNAPSHOT_RE.match(p.name)
+        if match:
+            sid = OffsetAndEpoch(int(match.group(1)), int(match.group(2)))
+            if best is None or sid > best:
+                best = sid
+    return None if best is None else directory / snapshot_name(best)
+
+
 class RaftStorage:
     """The quorum-state file, the metadata log and its snapshots for one node."""
 
@@ -53,19 +67,13 @@ class RaftStorage:
             raise RuntimeError(f"{path}: unreadable quorum state ({exc})") from None
 
     def latest_snapshot(self) -> Snapshot | None:
-        best = None
-        for p in self.directory.iterdir():
-            if p.name.endswith(".checkpoint.part"):
-                p.unlink()  # an interrupted write: never adopted
-                continue
-            match = _SNAPSHOT_RE.match(p.name)
-            if match:
-                sid = OffsetAndEpoch(int(match.group(1)), int(match.group(2)))
-                if best is None or sid > best:
-                    best = sid
-        if best is None:
+        for p in self.directory.glob("*.checkpoint.part"):
+            p.unlink()  # an interrupted write: never adopted
+        path = latest_snapshot_path(self.directory)
+        if path is None:
             return None
-        return Snapshot(best, (self.directory / snapshot_name(best)).read_bytes())
+        match = _SNAPSHOT_RE.match(path.name)
+        return Snapshot(OffsetAndEpoch(int(match.group(1)), int(match.group(2))), path.read_bytes())
 
     def load_batches(self, from_offset: int) -> list[Batch]:
         """Every batch in the log at or after ``from_offset`` (recovery already ran)."""

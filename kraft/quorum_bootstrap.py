@@ -1,0 +1,146 @@
+"""A dynamic controller quorum's first voters (KIP-853), as ``kafka-storage format`` writes them.
+
+Kafka 4's sample ``server.properties`` names no ``controller.quorum.voters``: it sets
+``controller.quorum.bootstrap.servers`` and is formatted with ``--standalone`` (this
+controller is the whole quorum) or ``--initial-controllers id@host:port:directory-id,...``.
+Either writes the voter set into the metadata log as its first snapshot,
+``__cluster_metadata-0/00000000000000000000-0000000000.checkpoint``, a header, a
+VotersRecord and a footer; from then on the log holds the voter set, changed by
+``metadata-quorum add-controller`` / ``remove-controller``.  A node started without static
+voters reads its starting voter set from its newest snapshot (the Raft core then follows
+every later VotersRecord in the log).
+
+``--no-initial-controllers`` (a controller that joins an existing quorum by asking
+``controller.quorum.bootstrap.servers`` who leads) is refused: kraft finds a quorum only
+through voters it knows.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from pathlib import Path
+
+from kraft.raft.disk import PARTITION_DIR, latest_snapshot_path
+from kraft.raft.messages import OffsetAndEpoch
+from kraft.raft.record_codec import (
+    Voter, decode_voters_record, encode_snapshot, encode_voters_record, snapshot_voters_record,
+)
+from kraft.server_config import ServerConfig
+
+BOOTSTRAP_SNAPSHOT = OffsetAndEpoch(0, 0)
+
+
+class QuorumBootstrapError(RuntimeError):
+    """A format or start that would leave a node without a voter set; the message says what
+    to do."""
+
+
+_NO_JOINING = ("kraft finds a quorum only through voters it knows: it cannot yet join one through "
+               "controller.quorum.bootstrap.servers alone")
+_ENTRY = re.compile(r"(\d+)@(\[[^\]]+\]|[^:@]+):(\d+):([A-Za-z0-9_-]{22})")
+
+
+def parse_initial_controllers(text: str) -> list[Voter]:
+    """``--initial-controllers``: ``id@host:port:directory-id`` entries, comma separated (the
+    directory id in Kafka's base64 form, from ``kraftctl random-uuid``)."""
+    from kraft.storage import parse_uuid_string
+
+    voters = []
+    for entry in (e.strip() for e in text.split(",")):
+        m = _ENTRY.fullmatch(entry)
+        if m is None:
+            raise QuorumBootstrapError(f"--initial-controllers: {entry!r} is not id@host:port:directory-id")
+        try:
+            directory = parse_uuid_string(m.group(4))
+        except ValueError as exc:
+            raise QuorumBootstrapError(f"--initial-controllers: {entry!r}: {exc}") from None
+        port = int(m.group(3))
+        if not 0 < port <= 65535:
+            raise QuorumBootstrapError(f"--initial-controllers: {entry!r}: port out of range")
+        voters.append(Voter(int(m.group(1)), directory, m.group(2).strip("[]"), port))
+    ids = [v.node_id for v in voters]
+    if len(set(ids)) != len(ids):
+        raise QuorumBootstrapError(f"--initial-controllers: a node id is named twice in {ids}")
+    return voters
+
+
+def controller_endpoint(config: ServerConfig) -> tuple[str, str, int]:
+    """(listener, host, port) other controllers reach this one at: its first controller
+    listener as advertised, else as it listens (a wildcard host resolved to this machine's
+    name, as Kafka resolves it)."""
+    for name in config.controller_listener_names:
+        for endpoints in (config.advertised_listeners, config.listeners):
+            e = next((e for e in endpoints if e.listener == name), None)
+            if e is not None:
+                host = e.host if e.host not in ("", "0.0.0.0", "::") else socket.getfqdn()
+                return e.listener, host, e.port
+    raise QuorumBootstrapError("--standalone: this node has no controller listener (controller.listener.names)")
+
+
+def initial_voters(config: ServerConfig, *, standalone: bool = False, initial_controllers: str | None = None,
+                   no_initial_controllers: bool = False) -> list[Voter] | None:
+    """The voter set ``kraftctl format`` writes (None: none to write), checked as Kafka's
+    StorageTool checks the three options.  With ``--standalone`` this node's directory id is
+    left None: it is the metadata log directory's, made when that is formatted; with
+    ``--initial-controllers`` this node's entry names the directory id to format it with."""
+    chosen = [name for name, given in (("--standalone", standalone),
+                                       ("--initial-controllers", initial_controllers is not None),
+                                       ("--no-initial-controllers", no_initial_controllers)) if given]
+    if len(chosen) > 1:
+        raise QuorumBootstrapError(f"{' and '.join(chosen)}: give at most one")
+    if chosen and config.voters:
+        raise QuorumBootstrapError(f"{chosen[0]}: controller.quorum.voters is set (a static quorum); the option is "
+                                   "for a dynamic one, named by controller.quorum.bootstrap.servers")
+    if chosen and not config.is_controller:
+        raise QuorumBootstrapError(f"{chosen[0]}: only a controller's storage holds the quorum's voters")
+    if not chosen:
+        if config.is_controller and not config.voters:
+            raise QuorumBootstrapError(
+                "controller.quorum.voters is not set on this controller: format it with --standalone (a quorum "
+                "of this node alone) or --initial-controllers id@host:port:directory-id,...")
+        return None
+    if no_initial_controllers:
+        raise QuorumBootstrapError(f"--no-initial-controllers: {_NO_JOINING}; format with --initial-controllers "
+                                   "naming every first controller, or set controller.quorum.voters")
+    if standalone:
+        listener, host, port = controller_endpoint(config)
+        return [Voter(config.node_id, None, host, port, listener)]
+    voters = parse_initial_controllers(initial_controllers or "")
+    listener = config.controller_listener_names[0]
+    return [Voter(v.node_id, v.directory_id, v.host, v.port, listener) for v in voters]
+
+
+def write_bootstrap_snapshot(metadata_log_dir: Path, voters: list[Voter]) -> Path:
+    """The quorum's first snapshot: header, VotersRecord, footer (no state-machine records)."""
+    from kraft.raft.disk import snapshot_name
+
+    directory = metadata_log_dir / PARTITION_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / snapshot_name(BOOTSTRAP_SNAPSHOT)
+    path.write_bytes(encode_snapshot([], voters_record=encode_voters_record(voters)))
+    return path
+
+
+def stored_voters(metadata_log_dir) -> list[Voter]:
+    """The voter set of the newest snapshot in ``metadata_log_dir`` (none: [])."""
+    path = latest_snapshot_path(Path(metadata_log_dir) / PARTITION_DIR)
+    if path is None:
+        return []
+    record = snapshot_voters_record(path.read_bytes())
+    return decode_voters_record(record) if record is not None else []
+
+
+def voters_at_start(config: ServerConfig) -> list[Voter]:
+    """The voters a node starts with: the static ones, else its log's; none is an error."""
+    if config.voters:
+        return [Voter(v.node_id, None, v.host, v.port) for v in config.voters]
+    if config.is_controller and config["controller.quorum.engine"] == "pysyncobj":
+        raise QuorumBootstrapError("controller.quorum.engine=pysyncobj needs controller.quorum.voters")
+    found = stored_voters(config.metadata_log_dir)
+    if not found:
+        what = ("format this controller with --standalone or --initial-controllers" if config.is_controller
+                else "set controller.quorum.voters (id@host:port,...) on this broker")
+        raise QuorumBootstrapError(f"controller.quorum.voters is not set and the metadata log names no voters: "
+                                   f"{_NO_JOINING}; {what}")
+    return found
