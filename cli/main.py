@@ -44,8 +44,8 @@ def random_uuid() -> None:
 @click.option("--initial-controllers", "-I", default=None, metavar="ID@HOST:PORT:DIRECTORY_ID,...",
               help="A dynamic quorum's first voters, each with its metadata directory's id (KIP-853).")
 @click.option("--no-initial-controllers", "-N", is_flag=True,
-              help="Join an existing dynamic quorum later (refused: kraft cannot yet join one through "
-                   "controller.quorum.bootstrap.servers alone).")
+              help="A controller that joins an existing dynamic quorum: it learns the voters from "
+                   "controller.quorum.bootstrap.servers and follows the log until metadata-quorum add-controller.")
 def format_command(config_path, cluster_id, ignore_formatted, overrides, scram, release_version, features,
                    standalone, initial_controllers, no_initial_controllers) -> None:
     """Format the node's log.dirs and metadata.log.dir for a cluster."""

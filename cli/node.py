@@ -40,7 +40,7 @@ from kraft.protocol import rpc
 from kraft.protocol.error_codes import ErrorCode
 from kraft.raft.config import RaftConfig
 from kraft.raft.disk import RaftStorage
-from kraft.quorum_bootstrap import voters_at_start
+from kraft.quorum_bootstrap import discover_voters, voters_at_start
 from kraft.raft.driver import PeerAddress, RaftDriver
 from kraft.security.config import PLAINTEXT_CLIENT, listener_security, node_client_security
 from kraft.loop_watchdog import LoopWatchdog
@@ -144,7 +144,8 @@ class Node:
         self.config = config
         self.cluster_id = cluster_id
         # Where each controller listens: controller.quorum.voters, else (a dynamic quorum)
-        # the voter set of the metadata log's newest snapshot; the Raft driver keeps it current.
+        # the voter set of the metadata log's newest snapshot, else what the bootstrap servers
+        # name (_run); the Raft driver keeps it current.
         self.voters = {v.node_id: PeerAddress(v.host, v.port) for v in voters_at_start(config)}
         self.controller: ControllerServer | None = None
         self.metadata: MetadataListener | None = None
@@ -187,6 +188,9 @@ class Node:
                     self.security.controller
                 return KafkaClient(nursery, client_id=f"kraft-node-{config.node_id}-{purpose}",
                                    local_address=self._own_host(), security=security)
+            if not self.voters:  # a dynamic quorum this node's log does not name yet
+                found = await discover_voters(client("bootstrap"), config, log)
+                self.voters.update({i: PeerAddress(h, p) for i, (h, p) in found.items()})
             listeners = []
             if config.is_controller:
                 qc = QuorumController(controller_config(config, self.cluster_id),

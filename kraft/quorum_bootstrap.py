@@ -10,9 +10,11 @@ VotersRecord and a footer; from then on the log holds the voter set, changed by
 voters reads its starting voter set from its newest snapshot (the Raft core then follows
 every later VotersRecord in the log).
 
-``--no-initial-controllers`` (a controller that joins an existing quorum by asking
-``controller.quorum.bootstrap.servers`` who leads) is refused: kraft finds a quorum only
-through voters it knows.
+A node with neither (a broker of Kafka 4's ``broker.properties``, or a controller formatted
+with ``--no-initial-controllers`` to be added later by ``add-controller``) asks the
+bootstrap servers for the voter set (DescribeQuorum v2, whose ``nodes`` name each voter's
+endpoint) before it starts following the log, retrying until one answers, as Kafka's
+brokers wait for the quorum.
 """
 
 from __future__ import annotations
@@ -36,8 +38,6 @@ class QuorumBootstrapError(RuntimeError):
     to do."""
 
 
-_NO_JOINING = ("kraft finds a quorum only through voters it knows: it cannot yet join one through "
-               "controller.quorum.bootstrap.servers alone")
 _ENTRY = re.compile(r"(\d+)@(\[[^\]]+\]|[^:@]+):(\d+):([A-Za-z0-9_-]{22})")
 
 
@@ -101,8 +101,7 @@ def initial_voters(config: ServerConfig, *, standalone: bool = False, initial_co
                 "of this node alone) or --initial-controllers id@host:port:directory-id,...")
         return None
     if no_initial_controllers:
-        raise QuorumBootstrapError(f"--no-initial-controllers: {_NO_JOINING}; format with --initial-controllers "
-                                   "naming every first controller, or set controller.quorum.voters")
+        return None
     if standalone:
         listener, host, port = controller_endpoint(config)
         return [Voter(config.node_id, None, host, port, listener)]
@@ -132,15 +131,58 @@ def stored_voters(metadata_log_dir) -> list[Voter]:
 
 
 def voters_at_start(config: ServerConfig) -> list[Voter]:
-    """The voters a node starts with: the static ones, else its log's; none is an error."""
+    """The voters a node starts with: the static ones, else its log's; [] when it has to ask
+    ``controller.quorum.bootstrap.servers`` (``discover_voters``)."""
     if config.voters:
         return [Voter(v.node_id, None, v.host, v.port) for v in config.voters]
     if config.is_controller and config["controller.quorum.engine"] == "pysyncobj":
         raise QuorumBootstrapError("controller.quorum.engine=pysyncobj needs controller.quorum.voters")
-    found = stored_voters(config.metadata_log_dir)
-    if not found:
-        what = ("format this controller with --standalone or --initial-controllers" if config.is_controller
-                else "set controller.quorum.voters (id@host:port,...) on this broker")
-        raise QuorumBootstrapError(f"controller.quorum.voters is not set and the metadata log names no voters: "
-                                   f"{_NO_JOINING}; {what}")
-    return found
+    return stored_voters(config.metadata_log_dir)
+
+
+def bootstrap_servers(config: ServerConfig) -> list[tuple[str, int]]:
+    out = []
+    for entry in config["controller.quorum.bootstrap.servers"]:
+        host, sep, port = entry.strip().rpartition(":")
+        if not sep or not port.isdigit():
+            raise QuorumBootstrapError(f"controller.quorum.bootstrap.servers: {entry!r} is not host:port")
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def voters_described(response: dict) -> dict[int, tuple[str, int]]:
+    """Voter id -> (host, port) from a DescribeQuorum v2 answer ({} if it names none)."""
+    if response.get("error_code"):
+        return {}
+    partitions = [p for t in response.get("topics", []) for p in t["partitions"] if not p["error_code"]]
+    ids = {v["replica_id"] for p in partitions for v in p["current_voters"]}
+    endpoints = {n["node_id"]: n["listeners"][0] for n in response.get("nodes", []) if n["listeners"]}
+    if not ids or not ids <= set(endpoints):
+        return {}
+    return {i: (endpoints[i]["host"], endpoints[i]["port"]) for i in sorted(ids)}
+
+
+async def discover_voters(client, config: ServerConfig, log, retry_s: float = 1.0) -> dict[int, tuple[str, int]]:
+    """Ask each bootstrap server for the voter set until one names it."""
+    import trio
+
+    from kraft.client import NodeUnavailable
+
+    servers = bootstrap_servers(config)
+    body = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
+    asked = 0
+    while True:
+        for host, port in servers:
+            try:
+                found = voters_described(await client.request(host, port, "DescribeQuorum", 2, body, timeout_s=2.0))
+            except NodeUnavailable:
+                continue
+            if found:
+                log.info("node %d: the quorum's voters, from %s:%d: %s", config.node_id, host, port,
+                         ", ".join(f"{i}@{h}:{p}" for i, (h, p) in found.items()))
+                return found
+        if asked % 10 == 0:
+            log.info("node %d: waiting for one of controller.quorum.bootstrap.servers (%s) to name the quorum's voters",
+                     config.node_id, ", ".join(f"{h}:{p}" for h, p in servers))
+        asked += 1
+        await trio.sleep(retry_s)

@@ -3,8 +3,9 @@
 sample), formatted with ``kraftctl format --standalone`` or, for three controllers,
 ``--initial-controllers id@host:port:directory-id,...`` (KIP-853), starts a cluster that
 takes and serves records, keeps its voter set across restarts, and elects a new leader when
-the old one is killed.  A dynamic controller formatted without either option, or a node that
-cannot learn its voters, is refused with one line saying what to do."""
+the old one is killed; a broker, or a controller formatted ``--no-initial-controllers``,
+learns the voters from ``controller.quorum.bootstrap.servers``.  Bad format options are
+refused with one line saying what to do."""
 
 import signal
 import subprocess
@@ -157,25 +158,60 @@ def test_three_initial_controllers_elect_again_when_the_leader_dies(tmp_path, no
     wait_until(new_leader, timeout_s=30, what="a new leader among the two left")
 
 
-def test_a_node_that_cannot_learn_its_voters_is_refused(tmp_path):
+def test_a_broker_and_a_later_controller_join_through_the_bootstrap_servers(tmp_path, nodes):
+    """Kafka 4's broker.properties names the quorum by controller.quorum.bootstrap.servers
+    only; a controller formatted --no-initial-controllers follows the log until
+    add-controller makes it a voter."""
+    port, cport = free_port(), free_port()
+    bootstrap_servers = f"127.0.0.1:{cport}"
+    first = tmp_path / "controller1.properties"
+    first.write_text(format_properties(kafka4_sample(1, port, cport, bootstrap_servers, tmp_path / "d1")))
+    cluster_id = kraftctl("random-uuid").stdout.strip()
+    assert kraftctl("format", "--standalone", "-t", cluster_id, "-c", str(first)).returncode == 0
+    bport = free_port()
+    broker = tmp_path / "broker.properties"
+    broker.write_text(format_properties({
+        **kafka4_sample(2, bport, cport, bootstrap_servers, tmp_path / "d2"), "process.roles": "broker",
+        "listeners": f"PLAINTEXT://:{bport}", "advertised.listeners": f"PLAINTEXT://127.0.0.1:{bport}"}))
+    assert kraftctl("format", "-t", cluster_id, "-c", str(broker)).returncode == 0
+    nodes.start(2, broker)  # before any controller: it waits for the bootstrap servers to answer
+    time.sleep(1.5)
+    nodes.start(1, first)
+    bootstrap = f"127.0.0.1:{port},127.0.0.1:{bport}"
+    wait_until(lambda: brokers_seen(bootstrap) == 2, timeout_s=30, what="the broker registered")
+    assert produce_and_read(bootstrap, "two-brokers", [b"x"], replication=2) == [b"x"]
+
+    later_port, later_cport = free_port(), free_port()
+    later = tmp_path / "controller3.properties"
+    later.write_text(format_properties({
+        **kafka4_sample(3, later_port, later_cport, bootstrap_servers, tmp_path / "d3"), "process.roles": "controller",
+        "listeners": f"CONTROLLER://:{later_cport}", "advertised.listeners": f"CONTROLLER://127.0.0.1:{later_cport}"}))
+    formatted = kraftctl("format", "--no-initial-controllers", "-t", cluster_id, "-c", str(later))
+    assert formatted.returncode == 0, formatted.stderr
+    nodes.start(3, later)
+    wait_until(lambda: "CurrentObservers" in (out := kraftctl(
+        "metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--status").stdout) and
+        '3' in next(ln for ln in out.splitlines() if ln.startswith("CurrentObservers")),
+        timeout_s=30, what="the new controller following the log")
+    added = kraftctl("metadata-quorum", "--bootstrap-server", bootstrap, "add-controller", "--command-config",
+                     str(later))
+    assert added.returncode == 0, added.stdout + added.stderr
+    wait_until(lambda: voters_of(bootstrap).endswith("[1, 3]"), timeout_s=30, what="voters [1, 3]")
+
+
+def test_format_options_are_checked(tmp_path):
     port, cport = free_port(), free_port()
     props = kafka4_sample(1, port, cport, f"127.0.0.1:{cport}", tmp_path / "logs")
-    config = tmp_path / "server.properties"
-    config.write_text(format_properties(props))
     cluster_id = kraftctl("random-uuid").stdout.strip()
-    joining = kraftctl("format", "--no-initial-controllers", "-t", cluster_id, "-c", str(config))
-    assert joining.returncode == 1 and "cannot yet join one through controller.quorum.bootstrap.servers" in \
-        joining.stderr
     static = tmp_path / "static.properties"
     static.write_text(format_properties(dict(props, **{"controller.quorum.voters": f"1@127.0.0.1:{cport}"})))
     both = kraftctl("format", "--standalone", "-t", cluster_id, "-c", str(static))
     assert both.returncode == 1 and "controller.quorum.voters is set" in both.stderr
-    # a broker-only node with bootstrap servers only: formats, and its start says why it cannot run
-    broker = dict(props, **{"process.roles": "broker", "node.id": "4", "listeners": f"PLAINTEXT://:{port}",
-                            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}"})
-    broker_config = tmp_path / "broker.properties"
-    broker_config.write_text(format_properties(broker))
-    assert kraftctl("format", "-t", cluster_id, "-c", str(broker_config)).returncode == 0
-    started = kraftctl("start", str(broker_config), timeout_s=60)
-    assert started.returncode == 1
-    assert "the metadata log names no voters" in started.stderr and "Traceback" not in started.stderr
+    config = tmp_path / "server.properties"
+    config.write_text(format_properties(props))
+    two = kraftctl("format", "--standalone", "--no-initial-controllers", "-t", cluster_id, "-c", str(config))
+    assert two.returncode == 1 and "give at most one" in two.stderr
+    bad = kraftctl("format", "--initial-controllers", "1@127.0.0.1", "-t", cluster_id, "-c", str(config))
+    assert bad.returncode == 1 and "is not id@host:port:directory-id" in bad.stderr
+    for result in (both, two, bad):
+        assert "Traceback" not in result.stderr
