@@ -167,9 +167,10 @@ def quorum_group(ctx, bootstrap_server):
     ctx.obj = bootstrap_server
 
 
-def describe_quorum(admin: AdminClient) -> dict:
+def describe_quorum(admin: AdminClient, with_nodes: bool = False):
     """DescribeQuorum's partition of ``__cluster_metadata`` (a broker asks the active
-    controller); raises AdminError on an error code."""
+    controller), with ``with_nodes`` also the answer's ``nodes`` (each voter's endpoints);
+    raises AdminError on an error code."""
     resp = admin.call("DescribeQuorum", {"topics": [{"topic_name": "__cluster_metadata",
                                                       "partitions": [{"partition_index": 0}]}]})
     if resp["error_code"]:
@@ -177,7 +178,24 @@ def describe_quorum(admin: AdminClient) -> dict:
     p = resp["topics"][0]["partitions"][0]
     if p["error_code"]:
         raise AdminError(f"DescribeQuorum: {error_name(p['error_code'])}")
-    return p
+    return (p, resp.get("nodes", [])) if with_nodes else p
+
+
+def replica_states_text(replicas: list[dict], nodes: list[dict]) -> str:
+    """kafka-metadata-quorum.sh's CurrentVoters / CurrentObservers text: each replica's id,
+    directory id (null for none) and, when the answer names them, its endpoints."""
+    from kraft.storage import uuid_to_string
+
+    endpoints = {n["node_id"]: [f"{e['name']}://{e['host']}:{e['port']}" for e in n["listeners"]] for n in nodes}
+    parts = []
+    for r in replicas:
+        directory = r.get("replica_directory_id")
+        text = f'{{"id": {r["replica_id"]}, "directoryId": '
+        text += "null" if directory is None or directory.int == 0 else f'"{uuid_to_string(directory)}"'
+        if endpoints.get(r["replica_id"]):
+            text += ', "endpoints": [' + ", ".join(f'"{e}"' for e in endpoints[r["replica_id"]]) + "]"
+        parts.append(text + "}")
+    return "[" + ", ".join(parts) + "]"
 
 
 def replication_rows(p: dict) -> list[dict]:
@@ -204,7 +222,7 @@ def replication_rows(p: dict) -> list[dict]:
 def quorum_describe(bootstrap_server, mode, output):
     try:
         admin = AdminClient(bootstrap_server)
-        p = describe_quorum(admin)
+        p, nodes = describe_quorum(admin, with_nodes=True)
         cluster_id = admin.metadata([])["cluster_id"]
     except AdminError as exc:
         fail(str(exc))
@@ -224,9 +242,11 @@ def quorum_describe(bootstrap_server, mode, output):
         }
         if output == "json":
             click.echo(json.dumps(status, indent=2))
-        else:
-            for k, v in status.items():
-                click.echo(f"{k + ':':<24}{v}")
+            return
+        status["CurrentVoters"] = replica_states_text(p["current_voters"], nodes)
+        status["CurrentObservers"] = replica_states_text(p["observers"], nodes)
+        for k, v in status.items():
+            click.echo(f"{k + ':':<24}{v}")
         return
     if output == "json":
         click.echo(json.dumps(rows, indent=2))

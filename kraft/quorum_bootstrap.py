@@ -3,7 +3,8 @@
 Kafka 4's sample ``server.properties`` names no ``controller.quorum.voters``: it sets
 ``controller.quorum.bootstrap.servers`` and is formatted with ``--standalone`` (this
 controller is the whole quorum) or ``--initial-controllers id@host:port:directory-id,...``.
-Either writes the voter set into the metadata log as its first snapshot,
+Either writes the voter set into the metadata log as its first snapshot
+(``kraft.storage.format_storage``),
 ``__cluster_metadata-0/00000000000000000000-0000000000.checkpoint``, a header, a
 VotersRecord and a footer; from then on the log holds the voter set, changed by
 ``metadata-quorum add-controller`` / ``remove-controller``.  A node started without static
@@ -24,13 +25,8 @@ import socket
 from pathlib import Path
 
 from kraft.raft.disk import PARTITION_DIR, latest_snapshot_path
-from kraft.raft.messages import OffsetAndEpoch
-from kraft.raft.record_codec import (
-    Voter, decode_voters_record, encode_snapshot, encode_voters_record, snapshot_voters_record,
-)
+from kraft.raft.record_codec import Voter, decode_voters_record, snapshot_voters_record
 from kraft.server_config import ServerConfig
-
-BOOTSTRAP_SNAPSHOT = OffsetAndEpoch(0, 0)
 
 
 class QuorumBootstrapError(RuntimeError):
@@ -108,17 +104,6 @@ def initial_voters(config: ServerConfig, *, standalone: bool = False, initial_co
     voters = parse_initial_controllers(initial_controllers or "")
     listener = config.controller_listener_names[0]
     return [Voter(v.node_id, v.directory_id, v.host, v.port, listener) for v in voters]
-
-
-def write_bootstrap_snapshot(metadata_log_dir: Path, voters: list[Voter]) -> Path:
-    """The quorum's first snapshot: header, VotersRecord, footer (no state-machine records)."""
-    from kraft.raft.disk import snapshot_name
-
-    directory = metadata_log_dir / PARTITION_DIR
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / snapshot_name(BOOTSTRAP_SNAPSHOT)
-    path.write_bytes(encode_snapshot([], voters_record=encode_voters_record(voters)))
-    return path
 
 
 def stored_voters(metadata_log_dir) -> list[Voter]:

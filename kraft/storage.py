@@ -127,14 +127,20 @@ def _write_initial_voters(metadata_dir: Path, node_id: int, voters, directory_id
     ``--initial-controllers`` gave this node, else ``directory_id`` (``--standalone``)."""
     from dataclasses import replace
 
-    from kraft.quorum_bootstrap import write_bootstrap_snapshot
+    from kraft.raft.disk import PARTITION_DIR, snapshot_name
+    from kraft.raft.messages import OffsetAndEpoch
+    from kraft.raft.record_codec import encode_snapshot, encode_voters_record
 
     mine = next((v for v in voters if v.node_id == node_id and v.directory_id is not None), None)
     if mine is not None:
         directory_id = uuid_to_string(mine.directory_id)
     own = parse_uuid_string(directory_id)
-    write_bootstrap_snapshot(metadata_dir, [replace(v, directory_id=own) if v.node_id == node_id else v
-                                            for v in voters])
+    voters = [replace(v, directory_id=own) if v.node_id == node_id else v for v in voters]
+    # header, VotersRecord, footer: no state-machine records (Kafka's 0-0 bootstrap snapshot)
+    directory = metadata_dir / PARTITION_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / snapshot_name(OffsetAndEpoch(0, 0))).write_bytes(
+        encode_snapshot([], voters_record=encode_voters_record(voters)))
     return directory_id
 
 

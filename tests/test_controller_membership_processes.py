@@ -4,6 +4,7 @@ no failed client request; the new voter set survives restarts; bad requests are 
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -124,7 +125,9 @@ def test_controller_added_and_active_one_removed_with_no_failed_request(make_clu
     assert all(voters(cluster, n) == rest for n in rest)
     r = quorum("--bootstrap-server", bootstrap, "describe", "--status")
     assert r.returncode == 0, r.stderr
-    assert f"CurrentVoters:          {rest}" in r.stdout
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("CurrentVoters:"))
+    assert [int(i) for i in re.findall(r'"id": (\d+)', line)] == rest, line
+    assert line.count('"directoryId": "') == len(rest) and line.count("CONTROLLER://") == len(rest), line
 
 
 def test_bad_voter_changes_are_refused(make_cluster):

@@ -7,6 +7,7 @@ the old one is killed; a broker, or a controller formatted ``--no-initial-contro
 learns the voters from ``controller.quorum.bootstrap.servers``.  Bad format options are
 refused with one line saying what to do."""
 
+import re
 import signal
 import subprocess
 import sys
@@ -104,8 +105,10 @@ def brokers_seen(bootstrap: str) -> int:
 
 
 def voters_of(bootstrap: str) -> str:
+    """The voter ids kraftctl's describe --status shows, e.g. "[1, 3]"."""
     out = kraftctl("metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--status")
-    return next((ln for ln in out.stdout.splitlines() if ln.startswith("CurrentVoters")), out.stdout + out.stderr)
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("CurrentVoters")), None)
+    return str([int(i) for i in re.findall(r'"id": (\d+)', line)]) if line else out.stdout + out.stderr
 
 
 def test_kafka4_quickstart_standalone(tmp_path, nodes):
@@ -191,7 +194,7 @@ def test_a_broker_and_a_later_controller_join_through_the_bootstrap_servers(tmp_
     nodes.start(3, later)
     wait_until(lambda: "CurrentObservers" in (out := kraftctl(
         "metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--status").stdout) and
-        '3' in next(ln for ln in out.splitlines() if ln.startswith("CurrentObservers")),
+        '"id": 3' in next(ln for ln in out.splitlines() if ln.startswith("CurrentObservers")),
         timeout_s=30, what="the new controller following the log")
     added = kraftctl("metadata-quorum", "--bootstrap-server", bootstrap, "add-controller", "--command-config",
                      str(later))
