@@ -160,19 +160,51 @@ def _quotas_and_credentials(admin, types: list[str], names: list, action, add, d
 
 
 @click.group("metadata-quorum")
-@click.option("--bootstrap-server", required=True, help="A broker (it asks the active controller).")
+@click.option("--bootstrap-server", default=None, help="A broker (it asks the active controller).")
+@click.option("--bootstrap-controller", default=None,
+              help="A controller, at its controller listener (KIP-919); the quorum leader is then asked.")
 @click.pass_context
-def quorum_group(ctx, bootstrap_server):
+def quorum_group(ctx, bootstrap_server, bootstrap_controller):
     """Describe the KRaft controller quorum (as kafka-metadata-quorum.sh)."""
-    ctx.obj = bootstrap_server
+    if (bootstrap_server is None) == (bootstrap_controller is None):
+        fail("give one of --bootstrap-server and --bootstrap-controller")
+    ctx.obj = QuorumTarget(bootstrap_server or bootstrap_controller, bootstrap_controller is not None)
 
 
-def describe_quorum(admin: AdminClient, with_nodes: bool = False):
+class QuorumTarget:
+    """Where metadata-quorum asks: a broker, which forwards to the active controller, or a
+    controller, where the quorum leader itself must be asked (a follower knows no lags and
+    cannot change voters)."""
+
+    def __init__(self, bootstrap: str, controller: bool):
+        self.bootstrap, self.controller = bootstrap, controller
+
+    def admin(self, timeout_s: float = 15.0) -> AdminClient:
+        return AdminClient(self.bootstrap, timeout_s=timeout_s)
+
+    def leader(self, admin: AdminClient) -> tuple[str, int] | None:
+        """The quorum leader's controller endpoint, when asking controllers (else None)."""
+        if not self.controller:
+            return None
+        p, nodes = describe_quorum(admin, with_nodes=True)
+        node = next((n for n in nodes if n["node_id"] == p["leader_id"] and n["listeners"]), None)
+        if node is None:
+            raise AdminError(f"DescribeQuorum: no endpoint for the leader {p['leader_id']}")
+        return node["listeners"][0]["host"], node["listeners"][0]["port"]
+
+    def cluster_id(self, admin: AdminClient, address=None) -> str:
+        if not self.controller:
+            return admin.metadata([])["cluster_id"]
+        return admin.call("DescribeCluster", {"include_cluster_authorized_operations": False, "endpoint_type": 2},
+                          address=address)["cluster_id"]
+
+
+def describe_quorum(admin: AdminClient, with_nodes: bool = False, address=None):
     """DescribeQuorum's partition of ``__cluster_metadata`` (a broker asks the active
     controller), with ``with_nodes`` also the answer's ``nodes`` (each voter's endpoints);
     raises AdminError on an error code."""
     resp = admin.call("DescribeQuorum", {"topics": [{"topic_name": "__cluster_metadata",
-                                                      "partitions": [{"partition_index": 0}]}]})
+                                                      "partitions": [{"partition_index": 0}]}]}, address=address)
     if resp["error_code"]:
         raise AdminError(f"DescribeQuorum: {error_name(resp['error_code'])}")
     p = resp["topics"][0]["partitions"][0]
@@ -219,11 +251,12 @@ def replication_rows(p: dict) -> list[dict]:
 @click.option("--replication", "mode", flag_value="replication")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.pass_obj
-def quorum_describe(bootstrap_server, mode, output):
+def quorum_describe(target, mode, output):
     try:
-        admin = AdminClient(bootstrap_server)
-        p, nodes = describe_quorum(admin, with_nodes=True)
-        cluster_id = admin.metadata([])["cluster_id"]
+        admin = target.admin()
+        leader_address = target.leader(admin)
+        p, nodes = describe_quorum(admin, with_nodes=True, address=leader_address)
+        cluster_id = target.cluster_id(admin, leader_address)
     except AdminError as exc:
         fail(str(exc))
     now = int(time.time() * 1000)
@@ -264,7 +297,7 @@ def quorum_describe(bootstrap_server, mode, output):
 @click.option("--timeout-ms", type=int, default=60000, show_default=True,
               help="How long the leader waits for the new controller to catch up.")
 @click.pass_obj
-def quorum_add_controller(bootstrap_server, config_path, timeout_ms):
+def quorum_add_controller(target, config_path, timeout_ms):
     """Make a running controller a voter (AddRaftVoter, KIP-853).  Start it first: until it
     is added it follows the metadata log as an observer and must have caught up."""
     from pathlib import Path
@@ -291,7 +324,7 @@ def quorum_add_controller(bootstrap_server, config_path, timeout_ms):
         fail(f"{config_path}: no listener named in controller.listener.names")
     body = {"cluster_id": meta.cluster_id, "timeout_ms": timeout_ms, "voter_id": config.node_id,
             "voter_directory_id": parse_uuid_string(meta.directory_id), "listeners": listeners}
-    _voter_change(bootstrap_server, "AddRaftVoter", body, timeout_ms,
+    _voter_change(target, "AddRaftVoter", body, timeout_ms,
                   f"Added controller {config.node_id} with directory id {meta.directory_id} and "
                   "endpoints: " + ", ".join(f"{e['name']}://{e['host']}:{e['port']}" for e in listeners))
 
@@ -302,7 +335,7 @@ def quorum_add_controller(bootstrap_server, config_path, timeout_ms):
               help="The voter's directory id (metadata-quorum describe --replication shows it); "
                    "without it, the one the quorum lists for --controller-id.")
 @click.pass_obj
-def quorum_remove_controller(bootstrap_server, controller_id, controller_directory_id):
+def quorum_remove_controller(target, controller_id, controller_directory_id):
     """Remove a voter from the controller quorum (RemoveRaftVoter, KIP-853)."""
     import uuid
 
@@ -314,7 +347,8 @@ def quorum_remove_controller(bootstrap_server, controller_id, controller_directo
         fail(f"--controller-directory-id: {exc}")
     if directory is None:  # the voter's key as the quorum describes it
         try:
-            p = describe_quorum(AdminClient(bootstrap_server))
+            admin = target.admin()
+            p = describe_quorum(admin, address=target.leader(admin))
         except AdminError as exc:
             fail(str(exc))
         voter = next((v for v in p["current_voters"] if v["replica_id"] == controller_id), None)
@@ -322,14 +356,14 @@ def quorum_remove_controller(bootstrap_server, controller_id, controller_directo
             fail(f"RemoveRaftVoter failed with VOTER_NOT_FOUND: {controller_id} is not a voter")
         directory = voter.get("replica_directory_id") or uuid.UUID(int=0)
     body = {"cluster_id": None, "voter_id": controller_id, "voter_directory_id": directory}
-    _voter_change(bootstrap_server, "RemoveRaftVoter", body, 30000,
+    _voter_change(target, "RemoveRaftVoter", body, 30000,
                   f"Removed controller {controller_id} with directory id {uuid_to_string(directory)}")
 
 
-def _voter_change(bootstrap_server: str, api: str, body: dict, timeout_ms: int, done: str) -> None:
+def _voter_change(target: QuorumTarget, api: str, body: dict, timeout_ms: int, done: str) -> None:
     try:
-        admin = AdminClient(bootstrap_server, timeout_s=timeout_ms / 1000 + 15)
-        resp = admin.call(api, body)
+        admin = target.admin(timeout_s=timeout_ms / 1000 + 15)
+        resp = admin.call(api, body, address=target.leader(admin))
     except AdminError as exc:
         fail(str(exc))
     if resp["error_code"]:

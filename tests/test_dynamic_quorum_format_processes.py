@@ -150,6 +150,14 @@ def test_three_initial_controllers_elect_again_when_the_leader_dies(tmp_path, no
     assert voters_of(bootstrap).endswith("[1, 2, 3]")
     status = kraftctl("metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--status").stdout
     leader = int(next(ln for ln in status.splitlines() if ln.startswith("LeaderId")).split()[-1])
+    # asked through a follower's controller listener (--bootstrap-controller), the leader answers
+    follower = next(i for i in ports if i != leader)
+    via = kraftctl("metadata-quorum", "--bootstrap-controller", f"127.0.0.1:{ports[follower][1]}", "describe",
+                   "--replication")
+    assert via.returncode == 0, via.stderr
+    rows = [ln.split("\t") for ln in via.stdout.splitlines()[1:]]
+    assert sorted(int(r[0]) for r in rows) == [1, 2, 3] and all(int(r[1]) > 0 for r in rows), via.stdout
+    assert [r[0] for r in rows if r[-1] == "Leader"] == [str(leader)], via.stdout
     nodes.stop(leader, signal.SIGKILL)
     rest = ",".join(f"127.0.0.1:{p}" for i, (p, _) in ports.items() if i != leader)
 
@@ -196,8 +204,8 @@ def test_a_broker_and_a_later_controller_join_through_the_bootstrap_servers(tmp_
         "metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--status").stdout) and
         '"id": 3' in next(ln for ln in out.splitlines() if ln.startswith("CurrentObservers")),
         timeout_s=30, what="the new controller following the log")
-    added = kraftctl("metadata-quorum", "--bootstrap-server", bootstrap, "add-controller", "--command-config",
-                     str(later))
+    added = kraftctl("metadata-quorum", "--bootstrap-controller", bootstrap_servers, "add-controller",
+                     "--command-config", str(later))
     assert added.returncode == 0, added.stdout + added.stderr
     wait_until(lambda: voters_of(bootstrap).endswith("[1, 3]"), timeout_s=30, what="voters [1, 3]")
 
