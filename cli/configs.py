@@ -186,7 +186,7 @@ class QuorumTarget:
         """The quorum leader's controller endpoint, when asking controllers (else None)."""
         if not self.controller:
             return None
-        p, nodes = describe_quorum(admin, with_nodes=True)
+        p, nodes = quorum_answer(admin)
         node = next((n for n in nodes if n["node_id"] == p["leader_id"] and n["listeners"]), None)
         if node is None:
             raise AdminError(f"DescribeQuorum: no endpoint for the leader {p['leader_id']}")
@@ -199,10 +199,14 @@ class QuorumTarget:
                           address=address)["cluster_id"]
 
 
-def describe_quorum(admin: AdminClient, with_nodes: bool = False, address=None):
+def describe_quorum(admin: AdminClient, address=None) -> dict:
     """DescribeQuorum's partition of ``__cluster_metadata`` (a broker asks the active
-    controller), with ``with_nodes`` also the answer's ``nodes`` (each voter's endpoints);
-    raises AdminError on an error code."""
+    controller); raises AdminError on an error code."""
+    return quorum_answer(admin, address)[0]
+
+
+def quorum_answer(admin: AdminClient, address=None) -> tuple[dict, list[dict]]:
+    """(DescribeQuorum's partition, the answer's ``nodes``: each voter's endpoints)."""
     resp = admin.call("DescribeQuorum", {"topics": [{"topic_name": "__cluster_metadata",
                                                       "partitions": [{"partition_index": 0}]}]}, address=address)
     if resp["error_code"]:
@@ -210,7 +214,7 @@ def describe_quorum(admin: AdminClient, with_nodes: bool = False, address=None):
     p = resp["topics"][0]["partitions"][0]
     if p["error_code"]:
         raise AdminError(f"DescribeQuorum: {error_name(p['error_code'])}")
-    return (p, resp.get("nodes", [])) if with_nodes else p
+    return p, resp.get("nodes", [])
 
 
 def replica_states_text(replicas: list[dict], nodes: list[dict]) -> str:
@@ -255,7 +259,7 @@ def quorum_describe(target, mode, output):
     try:
         admin = target.admin()
         leader_address = target.leader(admin)
-        p, nodes = describe_quorum(admin, with_nodes=True, address=leader_address)
+        p, nodes = quorum_answer(admin, leader_address)
         cluster_id = target.cluster_id(admin, leader_address)
     except AdminError as exc:
         fail(str(exc))

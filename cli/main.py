@@ -84,12 +84,12 @@ def start_command(config_path, overrides, log_level, profile_path) -> None:
     """Run a node (controller, broker or both) until SIGTERM or Ctrl-C."""
     from kraft.storage import check_storage
 
-    from kraft.quorum_bootstrap import QuorumBootstrapError, voters_at_start
+    from kraft.quorum_bootstrap import QuorumBootstrapError, check_engine
 
     try:
         config = ServerConfig.load(config_path, parse_overrides(overrides))
         cluster_id = check_storage(config)
-        voters_at_start(config)
+        check_engine(config)
     except (ConfigError, PropertiesError, StorageError, QuorumBootstrapError) as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)

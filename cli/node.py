@@ -236,8 +236,7 @@ class Node:
                 await self._start_broker(nursery, client)
             await nursery.start(self.driver.run)
             log.info("node %d started (%s)", config.node_id, ",".join(sorted(config.roles)))
-            voters_now = self.driver.current_voters() if isinstance(self.driver, RaftDriver) else self.voters
-            if config.is_controller and config.node_id not in voters_now:
+            if config.is_controller and config.node_id not in self._current_voters():
                 log.info("node %d is a controller outside controller.quorum.voters: it follows the "
                          "metadata log as an observer until `kraftctl metadata-quorum add-controller` "
                          "makes it a voter", config.node_id)
@@ -462,8 +461,7 @@ class Node:
             return await self._change_voters(api, request.body)
         if api == "DescribeCluster":
             leader = self.driver.describe_quorum()["topics"][0]["partitions"][0]["leader_id"]
-            voters = self.driver.current_voters() if isinstance(self.driver, RaftDriver) else self.voters
-            return describe_controllers(request.body, self.cluster_id, voters, leader)
+            return describe_controllers(request.body, self.cluster_id, self._current_voters(), leader)
         if api == "IncrementalAlterConfigs" and broker_loggers.names_loggers(request.body):
             # this controller's log levels (kafka-configs --bootstrap-controller --entity-type broker-loggers)
             return await broker_loggers.alter_configs(
@@ -481,6 +479,10 @@ class Node:
 
             return with_created_configs(self.config, self.controller.controller.image, request.body, response)
         return response
+
+    def _current_voters(self) -> dict[int, PeerAddress]:
+        """The voter set in force with each voter's endpoint (pysyncobj's is the static one)."""
+        return self.driver.current_voters() if isinstance(self.driver, RaftDriver) else self.voters
 
     async def _change_voters(self, api: str, body: dict) -> dict:
         """AddRaftVoter / RemoveRaftVoter (KIP-853), answered by the quorum leader once the

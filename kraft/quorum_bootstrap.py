@@ -115,13 +115,18 @@ def stored_voters(metadata_log_dir) -> list[Voter]:
     return decode_voters_record(record) if record is not None else []
 
 
+def check_engine(config: ServerConfig) -> None:
+    """pysyncobj has only a static voter set."""
+    if not config.voters and config.is_controller and config["controller.quorum.engine"] == "pysyncobj":
+        raise QuorumBootstrapError("controller.quorum.engine=pysyncobj needs controller.quorum.voters")
+
+
 def voters_at_start(config: ServerConfig) -> list[Voter]:
     """The voters a node starts with: the static ones, else its log's; [] when it has to ask
     ``controller.quorum.bootstrap.servers`` (``discover_voters``)."""
     if config.voters:
         return [Voter(v.node_id, None, v.host, v.port) for v in config.voters]
-    if config.is_controller and config["controller.quorum.engine"] == "pysyncobj":
-        raise QuorumBootstrapError("controller.quorum.engine=pysyncobj needs controller.quorum.voters")
+    check_engine(config)
     return stored_voters(config.metadata_log_dir)
 
 

@@ -561,7 +561,7 @@ def _first_word(name: str) -> str:
 
 
 _KNOWN_NAMES = sorted({*KEYS, *NOT_USED, *NOT_HONOURED, "broker.id"})
-_KNOWN_FIRST_WORDS = frozenset(_first_word(n) for n in _KNOWN_NAMES) | {"listener"}
+_KNOWN_FIRST_WORDS = frozenset(_first_word(n) for n in _KNOWN_NAMES)
 
 
 def _not_kraft_key(name: str, raw: str) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from kraft.protocol import codec
 from kraft.records import NO_TIMESTAMP, ControlType, Record, build_batch, decode_batches
-from kraft.records.batch import RecordBatch
+from kraft.records.batch import RecordBatch, read_batch
 from kraft.records.control import decode_control_key, encode_control_key
 from kraft.raft.messages import LEADER_CHANGE, VOTERS, Batch
 
@@ -165,8 +165,14 @@ def decode_snapshot(data: bytes) -> list[bytes]:
 
 
 def snapshot_voters_record(data: bytes) -> bytes | None:
-    """The VotersRecord a snapshot carries, if any (it follows the header)."""
-    for rb in decode_batches(data, allow_partial_tail=False)[1:3]:
-        if rb.is_control and decode_control_key(rb.records[0].key).type == ControlType.KRAFT_VOTERS:
+    """The VotersRecord a snapshot carries, if any (it follows the header): only the first
+    batches are decoded, not a snapshot of a large cluster's whole metadata."""
+    pos = 0
+    for index in range(3):
+        got = read_batch(data, pos)
+        if got is None:
+            return None
+        rb, pos = got
+        if index and rb.is_control and decode_control_key(rb.records[0].key).type == ControlType.KRAFT_VOTERS:
             return rb.records[0].value
     return None
